@@ -1,0 +1,69 @@
+# Cognitora — the two commands a fresh Debian machine needs:
+#   make run    set up, build, and run the local cluster demo
+#   make test   set up, build, and run every test (Release + ASan/UBSan unit)
+# Everything else here is a convenience for developers.
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+JOBS       ?= $(shell nproc)
+CMAKE_GEN  := -G Ninja
+export CCACHE_DIR ?= $(HOME)/.cache/ccache
+export CCACHE_MAXSIZE ?= 5G
+
+.PHONY: all bootstrap configure build test test-release test-asan test-unit run fuzz bench bench-report format tidy clean
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+$(BUILD)/build.ninja: | bootstrap
+	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release
+
+configure: bootstrap $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Release build, every label; then the unit label under AddressSanitizer/UBSan.
+test: test-release test-asan
+
+test-release: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900
+
+test-asan: bootstrap
+	@test -f $(ASAN_BUILD)/build.ninja || cmake -S . -B $(ASAN_BUILD) $(CMAKE_GEN) \
+	  -DCMAKE_BUILD_TYPE=Debug -DCGN_SANITIZE=ON -DCGN_BUILD_BENCH=OFF \
+	  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g"
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
+
+# Fast loop for developers: the unit label of the Release build.
+test-unit: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L unit
+
+run: build
+	@scripts/run.sh
+
+# libFuzzer builds (clang). Each target runs for FUZZ_SECONDS over its corpus.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@scripts/bootstrap.sh --fuzz
+	@test -f $(FUZZ_BUILD)/build.ninja || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) $(CMAKE_GEN) \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCGN_LIBFUZZER=ON -DCGN_SANITIZE=ON -DCGN_BUILD_BENCH=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	@scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+bench: build
+	@scripts/bench.sh $(BUILD)
+
+format:
+	@git ls-files '*.cpp' '*.h' | xargs clang-format -i
+
+tidy: configure
+	@git ls-files 'src/*.cpp' | xargs clang-tidy -p $(BUILD) --quiet
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
