@@ -1,0 +1,379 @@
+#include "core/config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace cgn::config {
+namespace {
+
+constexpr double kMaxMs = 1e9;
+
+void read_log(TableReader& r, LogConfig& c) {
+  r.get_one_of("level", c.level, {"trace", "debug", "info", "warn", "error", "off"});
+  r.get("file", c.file);
+}
+
+void read_limits(TableReader& r, LimitsConfig& c) {
+  r.get("max_body_bytes", c.max_body_bytes, {1, uint64_t{1} << 32});
+  r.get("max_json_depth", c.max_json_depth, {1, 1024});
+  r.get("max_messages", c.max_messages, {1, 1u << 20});
+  r.get("max_header_bytes", c.max_header_bytes, {1024, 1u << 20});
+}
+
+void read_timeouts(TableReader& r, TimeoutsConfig& c) {
+  constexpr Range<uint32_t> kPositive{1, 86'400'000};
+  r.get("connect_ms", c.connect_ms, kPositive);
+  r.get("first_token_ms", c.first_token_ms, kPositive);
+  r.get("idle_ms", c.idle_ms, kPositive);
+  r.get("request_ms", c.request_ms, kPositive);
+  r.get("shutdown_grace_ms", c.shutdown_grace_ms, {0, 86'400'000});
+  r.get("health_interval_ms", c.health_interval_ms, {10, 3'600'000});
+}
+
+void read_weights(TableReader& r, ScoreWeights& c) {
+  constexpr Range<double> kMs{0.0, kMaxMs};
+  r.get("prefill_ms_per_block", c.prefill_ms_per_block, kMs);
+  r.get("queue_ms_per_request", c.queue_ms_per_request, kMs);
+  r.get("running_ms_per_request", c.running_ms_per_request, kMs);
+  r.get("inflight_prefill_weight", c.inflight_prefill_weight, {0.0, 1000.0});
+  r.get("kv_pressure_ms", c.kv_pressure_ms, kMs);
+  r.get("power_penalty_ms", c.power_penalty_ms, kMs);
+  r.get("ram_tier_credit", c.ram_tier_credit, {0.0, 1.0});
+  r.get("ssd_tier_credit", c.ssd_tier_credit, {0.0, 1.0});
+  r.get("temperature", c.temperature, {0.0, 1000.0});
+}
+
+void read_load_guard(TableReader& r, LoadGuardConfig& c) {
+  r.get("max_queue_depth", c.max_queue_depth, {1, 1'000'000});
+  r.get("max_kv_used", c.max_kv_used, {0.0, 1.0});
+  r.get("spread_min_gap", c.spread_min_gap, {1, 1'000'000});
+  r.get("spread_ratio", c.spread_ratio, {1.0, 1e6});
+}
+
+void read_routing(TableReader& r, RoutingConfig& c) {
+  if (r.get("block_bytes", c.block_bytes, {64, 1024}) && c.block_bytes % 64 != 0) {
+    r.fail("block_bytes", ConfigError::bad_value,
+           fmt::format("expected a multiple of 64 in [64, 1024], got {}", c.block_bytes));
+    c.block_bytes = RoutingConfig{}.block_bytes;
+  }
+  r.get("index_ttl_s", c.index_ttl_s, {1, 86'400});
+  r.get("index_max_entries", c.index_max_entries, {1024, uint64_t{1} << 32});
+  r.table("weights", [&](TableReader& t) { read_weights(t, c.weights); });
+  r.table("load_guard", [&](TableReader& t) { read_load_guard(t, c.load_guard); });
+}
+
+void read_admission(TableReader& r, AdmissionConfig& c) {
+  constexpr Range<uint32_t> kQueue{0, 1'000'000};
+  r.get("max_queue", c.max_queue, kQueue);
+  r.get("retry_after_s", c.retry_after_s, {0, 3600});
+  r.table("models", [&](TableReader& models) {
+    models.named_tables([&](const std::string& name, TableReader& t) {
+      ModelAdmission m;
+      t.get("max_queue", m.max_queue, kQueue);
+      t.get("prefill_max_queue", m.prefill_max_queue, kQueue);
+      t.get("decode_max_queue", m.decode_max_queue, kQueue);
+      c.models[name] = m;
+    });
+  });
+}
+
+// "http://host:port/x" -> "host:port".
+std::string host_port_of(std::string_view url) {
+  auto scheme = url.find("://");
+  std::string_view rest = scheme == std::string_view::npos ? url : url.substr(scheme + 3);
+  return std::string(rest.substr(0, rest.find('/')));
+}
+
+void read_nodes(TableReader& r, std::vector<NodeConfig>& nodes) {
+  std::set<std::string> names;
+  r.tables("nodes", [&](TableReader& t, size_t) {
+    NodeConfig n;
+    t.require("url", n.url);  // presence first: a missing url is "missing", not "bad URL"
+    if (!n.url.empty() && !valid_http_url(n.url)) {
+      t.fail("url", ConfigError::bad_value,
+             fmt::format("expected an http:// or https:// URL, got \"{}\"", n.url.substr(0, 64)));
+    }
+    t.get("name", n.name);
+    if (n.name.empty()) {
+      n.name = host_port_of(n.url);
+    }
+    if (!n.name.empty() && !names.insert(n.name).second) {
+      t.fail(t.has("name") ? "name" : "url", ConfigError::bad_value,
+             fmt::format("duplicates node name \"{}\"; node names must be unique", n.name));
+    }
+    t.get_one_of("role", n.role, kNodeRoles);
+    t.get("models", n.models);
+    nodes.push_back(std::move(n));
+  });
+}
+
+void read_router(TableReader& r, RouterConfig& c) {
+  r.get_host_port("listen", c.listen);
+  r.get_one_of("policy", c.policy, kRoutingPolicies);
+  r.get_one_of("state_backend", c.state_backend, kStateBackends);
+  r.get("api_keys_file", c.api_keys_file);
+  r.get_secret_env("api_keys_env", c.api_keys);
+  r.get("tls_cert", c.tls_cert);
+  r.get("tls_key", c.tls_key);
+  if (c.tls_cert.empty() != c.tls_key.empty()) {
+    bool cert = !c.tls_cert.empty();
+    r.fail(cert ? "tls_cert" : "tls_key", ConfigError::missing_key,
+           fmt::format("is set but '{}' is not; give both or neither", r.key_path(cert ? "tls_key" : "tls_cert")));
+  }
+  r.table("limits", [&](TableReader& t) { read_limits(t, c.limits); });
+  r.table("timeouts", [&](TableReader& t) { read_timeouts(t, c.timeouts); });
+  r.table("routing", [&](TableReader& t) { read_routing(t, c.routing); });
+  r.table("admission", [&](TableReader& t) { read_admission(t, c.admission); });
+  read_nodes(r, c.nodes);
+}
+
+bool valid_node_id(std::string_view id) {
+  return id.size() <= 128 && std::all_of(id.begin(), id.end(), [](char ch) {
+           return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+                  ch == '_' || ch == '.';
+         });
+}
+
+void read_state(TableReader& r, StateConfig& c) {
+  r.table("etcd", [&](TableReader& t) {
+    if (t.get_url_list("endpoints", c.etcd.endpoints) && c.etcd.endpoints.empty()) {
+      t.fail("endpoints", ConfigError::bad_value, "expected at least one endpoint, got []");
+    }
+    t.get("lease_ttl_s", c.etcd.lease_ttl_s, {2, 3600});
+    if (t.get("prefix", c.etcd.prefix) && !c.etcd.prefix.starts_with('/')) {
+      t.fail("prefix", ConfigError::bad_value, fmt::format("expected a path starting with '/', got \"{}\"",
+                                                            c.etcd.prefix.substr(0, 64)));
+    }
+  });
+  r.table("gossip", [&](TableReader& t) {
+    t.get_host_port("listen", c.gossip.listen);
+    t.get_host_port_list("seeds", c.gossip.seeds);
+    if (t.get("cluster_id", c.gossip.cluster_id) && c.gossip.cluster_id.empty()) {
+      t.fail("cluster_id", ConfigError::bad_value, "expected a non-empty string, got \"\"");
+    }
+    t.get_secret_env("secret_env", c.gossip.secret);
+  });
+}
+
+void read_agent(TableReader& r, AgentConfig& c) {
+  if (r.get("node_id", c.node_id) && !valid_node_id(c.node_id)) {
+    r.fail("node_id", ConfigError::bad_value,
+           "expected at most 128 characters from [A-Za-z0-9._-] (it is a key in etcd and a metric label)");
+  }
+  r.get_host_port("listen", c.listen);
+  r.get("watt_limit", c.watt_limit, {0.0, 1e6});
+}
+
+void read_engine(TableReader& r, EngineConfig& c) {
+  r.get_one_of("kind", c.kind, kEngineKinds);
+  r.get("model", c.model);
+  r.get("port", c.port, {1, 65535});
+  r.get("served_name", c.served_name);
+  r.get("tensor_parallel", c.tensor_parallel, {1, 64});
+  r.get("extra_args", c.extra_args);
+  r.get("kv_offload", c.kv_offload);
+  r.get("gpus", c.gpus, {0, 1023});
+}
+
+toml::array to_array(const std::vector<std::string>& v) {
+  toml::array a;
+  for (const auto& s : v) {
+    a.push_back(s);
+  }
+  return a;
+}
+
+int64_t as_int(uint64_t v) { return static_cast<int64_t>(v); }
+
+}  // namespace
+
+uint32_t AdmissionConfig::max_queue_for(std::string_view model, std::string_view role) const {
+  auto it = models.find(std::string(model));
+  if (it == models.end()) {
+    return max_queue;
+  }
+  const ModelAdmission& m = it->second;
+  if (role == "prefill" && m.prefill_max_queue) {
+    return *m.prefill_max_queue;
+  }
+  if (role == "decode" && m.decode_max_queue) {
+    return *m.decode_max_queue;
+  }
+  return m.max_queue.value_or(max_queue);
+}
+
+std::vector<std::string> RouterConfig::api_keys_from_env() const {
+  std::vector<std::string> keys;
+  std::string_view all = api_keys.reveal();
+  while (!all.empty()) {
+    size_t comma = all.find(',');
+    std::string_view k = all.substr(0, comma);
+    all = comma == std::string_view::npos ? std::string_view{} : all.substr(comma + 1);
+    while (!k.empty() && std::isspace(static_cast<unsigned char>(k.front()))) {
+      k.remove_prefix(1);
+    }
+    while (!k.empty() && std::isspace(static_cast<unsigned char>(k.back()))) {
+      k.remove_suffix(1);
+    }
+    if (!k.empty()) {
+      keys.emplace_back(k);
+    }
+  }
+  return keys;
+}
+
+void read_config(TableReader& root, CognitoraConfig& cfg) {
+  root.table("log", [&](TableReader& t) { read_log(t, cfg.log); });
+  root.table("router", [&](TableReader& t) { read_router(t, cfg.router); });
+  root.table("state", [&](TableReader& t) { read_state(t, cfg.state); });
+  root.table("agent", [&](TableReader& t) { read_agent(t, cfg.agent); });
+  root.table("engine", [&](TableReader& t) { read_engine(t, cfg.engine); });
+  root.finish();
+}
+
+Result<CognitoraConfig, ConfigError> load_config_from_string(std::string_view text, const std::string& source_name,
+                                                             const EnvLookup& env) {
+  auto parsed = parse_toml(text, source_name);
+  if (!parsed.ok()) {
+    return parsed.error();
+  }
+  ConfigContext ctx(source_name, env);
+  TableReader root(ctx, parsed.value(), "");
+  CognitoraConfig cfg;
+  cfg.source = source_name;
+  read_config(root, cfg);
+  if (!ctx.ok()) {
+    return ctx.to_error();
+  }
+  return cfg;
+}
+
+Result<CognitoraConfig, ConfigError> load_config(const std::string& path, const EnvLookup& env) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return make_error(ConfigError::io, fmt::format("{}: cannot open config file: {}", path, std::strerror(errno)));
+  }
+  // Read one byte past the limit so an oversized file is reported, not truncated.
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) {
+    return make_error(ConfigError::io, fmt::format("{}: cannot read config file", path));
+  }
+  text.resize(static_cast<size_t>(in.gcount()));
+  return load_config_from_string(text, path, env);
+}
+
+std::string dump_config(const CognitoraConfig& c) {
+  const RouterConfig& r = c.router;
+  toml::table limits{{"max_body_bytes", as_int(r.limits.max_body_bytes)},
+                     {"max_json_depth", r.limits.max_json_depth},
+                     {"max_messages", r.limits.max_messages},
+                     {"max_header_bytes", r.limits.max_header_bytes}};
+  toml::table timeouts{{"connect_ms", r.timeouts.connect_ms},
+                       {"first_token_ms", r.timeouts.first_token_ms},
+                       {"idle_ms", r.timeouts.idle_ms},
+                       {"request_ms", r.timeouts.request_ms},
+                       {"shutdown_grace_ms", r.timeouts.shutdown_grace_ms},
+                       {"health_interval_ms", r.timeouts.health_interval_ms}};
+  const ScoreWeights& w = r.routing.weights;
+  toml::table weights{{"prefill_ms_per_block", w.prefill_ms_per_block},
+                      {"queue_ms_per_request", w.queue_ms_per_request},
+                      {"running_ms_per_request", w.running_ms_per_request},
+                      {"inflight_prefill_weight", w.inflight_prefill_weight},
+                      {"kv_pressure_ms", w.kv_pressure_ms},
+                      {"power_penalty_ms", w.power_penalty_ms},
+                      {"ram_tier_credit", w.ram_tier_credit},
+                      {"ssd_tier_credit", w.ssd_tier_credit},
+                      {"temperature", w.temperature}};
+  const LoadGuardConfig& g = r.routing.load_guard;
+  toml::table load_guard{{"max_queue_depth", g.max_queue_depth},
+                         {"max_kv_used", g.max_kv_used},
+                         {"spread_min_gap", g.spread_min_gap},
+                         {"spread_ratio", g.spread_ratio}};
+  toml::table routing{{"block_bytes", r.routing.block_bytes},
+                      {"index_ttl_s", r.routing.index_ttl_s},
+                      {"index_max_entries", as_int(r.routing.index_max_entries)},
+                      {"weights", std::move(weights)},
+                      {"load_guard", std::move(load_guard)}};
+  toml::table models;
+  for (const auto& [name, m] : r.admission.models) {
+    toml::table t;
+    if (m.max_queue) {
+      t.insert("max_queue", *m.max_queue);
+    }
+    if (m.prefill_max_queue) {
+      t.insert("prefill_max_queue", *m.prefill_max_queue);
+    }
+    if (m.decode_max_queue) {
+      t.insert("decode_max_queue", *m.decode_max_queue);
+    }
+    models.insert(name, std::move(t));
+  }
+  toml::table admission{{"max_queue", r.admission.max_queue}, {"retry_after_s", r.admission.retry_after_s}};
+  if (!models.empty()) {
+    admission.insert("models", std::move(models));
+  }
+  toml::array nodes;
+  for (const auto& n : r.nodes) {
+    nodes.push_back(toml::table{{"url", n.url}, {"name", n.name}, {"role", n.role}, {"models", to_array(n.models)}});
+  }
+  toml::table router{{"listen", r.listen},
+                     {"policy", r.policy},
+                     {"state_backend", r.state_backend},
+                     {"api_keys_file", r.api_keys_file},
+                     {"tls_cert", r.tls_cert},
+                     {"tls_key", r.tls_key},
+                     {"limits", std::move(limits)},
+                     {"timeouts", std::move(timeouts)},
+                     {"routing", std::move(routing)},
+                     {"admission", std::move(admission)}};
+  // Secrets: only the variable's name is printed, never its value.
+  if (!r.api_keys.env_name().empty()) {
+    router.insert("api_keys_env", r.api_keys.env_name());
+  }
+  if (!nodes.empty()) {
+    router.insert("nodes", std::move(nodes));
+  }
+  toml::table gossip{{"listen", c.state.gossip.listen},
+                     {"seeds", to_array(c.state.gossip.seeds)},
+                     {"cluster_id", c.state.gossip.cluster_id}};
+  if (!c.state.gossip.secret.env_name().empty()) {
+    gossip.insert("secret_env", c.state.gossip.secret.env_name());
+  }
+  toml::table state{{"etcd", toml::table{{"endpoints", to_array(c.state.etcd.endpoints)},
+                                         {"lease_ttl_s", c.state.etcd.lease_ttl_s},
+                                         {"prefix", c.state.etcd.prefix}}},
+                    {"gossip", std::move(gossip)}};
+  toml::array gpus;
+  for (uint32_t g2 : c.engine.gpus) {
+    gpus.push_back(static_cast<int64_t>(g2));
+  }
+  toml::table engine{{"kind", c.engine.kind},
+                     {"model", c.engine.model},
+                     {"port", c.engine.port},
+                     {"served_name", c.engine.served_name},
+                     {"tensor_parallel", c.engine.tensor_parallel},
+                     {"extra_args", to_array(c.engine.extra_args)},
+                     {"kv_offload", c.engine.kv_offload},
+                     {"gpus", std::move(gpus)}};
+  toml::table root{{"log", toml::table{{"level", c.log.level}, {"file", c.log.file}}},
+                   {"router", std::move(router)},
+                   {"state", std::move(state)},
+                   {"agent", toml::table{{"node_id", c.agent.node_id},
+                                         {"listen", c.agent.listen},
+                                         {"watt_limit", c.agent.watt_limit}}},
+                   {"engine", std::move(engine)}};
+  std::ostringstream out;
+  out << toml::toml_formatter{root};
+  out << '\n';
+  return out.str();
+}
+
+}  // namespace cgn::config

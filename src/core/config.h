@@ -1,0 +1,190 @@
+// The Cognitora configuration (cognitora.toml) as typed structs with defaults. One file serves
+// every binary: each reads the sections it needs and ignores the rest, but every key in the file
+// must be known to the schema (a typo is an error, not a silently ignored setting).
+// docs/configuration.md lists every key; docs/examples/cognitora.toml is a complete example.
+//
+// Later issues extend these structs: add the field with its default here, read it in config.cpp
+// (read_<section>), print it in dump_config, document it, and test the error for a bad value.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config_reader.h"
+#include "core/result.h"
+
+namespace cgn::config {
+
+// [log]
+struct LogConfig {
+  std::string level = "info";  // trace|debug|info|warn|error|off
+  std::string file;            // empty: stderr
+};
+
+// [router.limits]: bounds on what a client may send.
+struct LimitsConfig {
+  uint64_t max_body_bytes = 8u << 20;  // 8 MiB
+  uint32_t max_json_depth = 64;
+  uint32_t max_messages = 4096;
+  uint32_t max_header_bytes = 16u << 10;  // 16 KiB, all request headers together
+};
+
+// [router.timeouts], milliseconds.
+struct TimeoutsConfig {
+  uint32_t connect_ms = 2000;             // TCP connect to a node
+  uint32_t first_token_ms = 120000;       // request sent -> first byte of the node's answer
+  uint32_t idle_ms = 60000;               // longest gap between two streamed chunks
+  uint32_t request_ms = 600000;           // whole request, stream included
+  uint32_t shutdown_grace_ms = 30000;     // in-flight streams may finish this long after SIGTERM
+  uint32_t health_interval_ms = 2000;     // static backend: health poll period per node
+};
+
+// [router.routing.weights]: the TTFT estimate (DESIGN.md §5), all in milliseconds.
+struct ScoreWeights {
+  double prefill_ms_per_block = 4.0;   // cost to prefill one uncached block
+  double queue_ms_per_request = 50.0;  // per request waiting in the node's queue
+  double running_ms_per_request = 8.0; // per request the node is running
+  double inflight_prefill_weight = 1.0;  // multiplier on blocks the router sent but not yet finished
+  double kv_pressure_ms = 200.0;       // added at 100% KV use, linear below
+  double power_penalty_ms = 500.0;     // added when the node is over its soft watt_limit
+  double ram_tier_credit = 0.75;       // a block only in cgn-kvcached RAM counts this much
+  double ssd_tier_credit = 0.25;       // a block only on the cgn-kvcached SSD tier
+  double temperature = 0.0;            // 0: pick the lowest score; >0: softmax sampling
+};
+
+// [router.routing.load_guard]: filters applied before overlap is considered.
+struct LoadGuardConfig {
+  uint32_t max_queue_depth = 64;   // a node with a deeper queue is not eligible
+  double max_kv_used = 0.97;       // a node above this KV-use ratio is not eligible
+  uint32_t spread_min_gap = 8;     // spread rule: busiest - least busy queue depth ...
+  double spread_ratio = 4.0;       // ... and busiest / max(1, least busy) both above these
+};
+
+// [router.routing]
+struct RoutingConfig {
+  uint32_t block_bytes = 256;       // digest block size: a multiple of 64 in [64, 1024]
+  uint32_t index_ttl_s = 120;       // optimistic index entries expire unless confirmed
+  uint64_t index_max_entries = 4u << 20;
+  ScoreWeights weights;
+  LoadGuardConfig load_guard;
+};
+
+// [router.admission.models."<model>"]: overrides of the default cap for one model.
+struct ModelAdmission {
+  std::optional<uint32_t> max_queue;          // both roles
+  std::optional<uint32_t> prefill_max_queue;  // role-specific, wins over max_queue
+  std::optional<uint32_t> decode_max_queue;
+};
+
+// [router.admission]
+struct AdmissionConfig {
+  uint32_t max_queue = 256;  // in-flight cap per (model, role); 0 = unlimited
+  uint32_t retry_after_s = 1;
+  std::map<std::string, ModelAdmission> models;
+
+  // The cap for (model, role) where role is "prefill", "decode" or "both".
+  uint32_t max_queue_for(std::string_view model, std::string_view role) const;
+};
+
+// [[router.nodes]]: static nodes (state_backend = "static", or extra bare endpoints).
+struct NodeConfig {
+  std::string url;                  // required, http:// or https://
+  std::string name;                 // default: the URL's host:port
+  std::string role = "both";        // prefill|decode|both
+  std::vector<std::string> models;  // empty: learned from the node (/v1/models)
+};
+
+// [router]
+struct RouterConfig {
+  std::string listen = "0.0.0.0:8080";
+  std::string policy = "kv";            // kv|round_robin|random|least_load|session
+  std::string state_backend = "static"; // static|etcd|gossip
+  std::string api_keys_file;            // one key per line; empty: none
+  Secret api_keys;                      // from the variable named by api_keys_env; comma separated
+  std::string tls_cert;                 // both or neither
+  std::string tls_key;
+  LimitsConfig limits;
+  TimeoutsConfig timeouts;
+  RoutingConfig routing;
+  AdmissionConfig admission;
+  std::vector<NodeConfig> nodes;
+
+  // API keys from the environment, split at commas and trimmed (empty when none).
+  std::vector<std::string> api_keys_from_env() const;
+};
+
+// [state.etcd]
+struct EtcdConfig {
+  std::vector<std::string> endpoints = {"http://127.0.0.1:2379"};
+  uint32_t lease_ttl_s = 10;
+  std::string prefix = "/cognitora";
+};
+
+// [state.gossip]
+struct GossipConfig {
+  std::string listen = "0.0.0.0:7946";
+  std::vector<std::string> seeds;  // HOST:PORT each
+  std::string cluster_id = "cognitora";
+  Secret secret;                   // from the variable named by secret_env; empty: no HMAC
+};
+
+// [state]
+struct StateConfig {
+  EtcdConfig etcd;
+  GossipConfig gossip;
+};
+
+// [agent]
+struct AgentConfig {
+  std::string node_id;  // empty: the host name
+  std::string listen = "0.0.0.0:9090";
+  double watt_limit = 0.0;  // soft limit in watts; 0: none
+};
+
+// [engine]
+struct EngineConfig {
+  std::string kind = "vllm";  // vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim
+  std::string model;
+  uint16_t port = 8000;
+  std::string served_name;  // empty: same as model
+  uint32_t tensor_parallel = 1;
+  std::vector<std::string> extra_args;
+  bool kv_offload = false;   // offload KV blocks into this node's cgn-kvcached
+  std::vector<uint32_t> gpus;  // device indices; empty: all visible
+};
+
+struct CognitoraConfig {
+  std::string source;  // file name (or source_name) it was loaded from
+  LogConfig log;
+  RouterConfig router;
+  StateConfig state;
+  AgentConfig agent;
+  EngineConfig engine;
+};
+
+inline constexpr std::string_view kRoutingPolicies[] = {"kv", "round_robin", "random", "least_load", "session"};
+inline constexpr std::string_view kStateBackends[] = {"static", "etcd", "gossip"};
+inline constexpr std::string_view kEngineKinds[] = {"vllm", "sglang", "trtllm", "llamacpp", "mlx", "cgn-infer", "sim"};
+inline constexpr std::string_view kNodeRoles[] = {"prefill", "decode", "both"};
+
+// Loads and validates a file. Errors name file:line:col and the dotted key; every problem in the
+// file is reported, one per line of the message. Secrets are read through `env`.
+Result<CognitoraConfig, ConfigError> load_config(const std::string& path, const EnvLookup& env = process_env());
+
+// Same, from text; source_name is what messages call the file.
+Result<CognitoraConfig, ConfigError> load_config_from_string(std::string_view text, const std::string& source_name,
+                                                             const EnvLookup& env = process_env());
+
+// The section readers, for tools that embed part of the schema.
+void read_config(TableReader& root, CognitoraConfig& cfg);
+
+// The effective configuration as TOML, defaults filled in, for logs and --print-config. Secrets
+// appear only as the names of their environment variables, never as values, so loading the dump
+// in the same environment gives the same configuration.
+std::string dump_config(const CognitoraConfig& cfg);
+
+}  // namespace cgn::config

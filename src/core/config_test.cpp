@@ -1,0 +1,460 @@
+#include "core/config.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "testing/process.h"
+
+namespace cgn::config {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+EnvLookup env_of(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
+    auto it = vars.find(std::string(name));
+    if (it == vars.end()) {
+      return std::nullopt;
+    }
+    return it->second;
+  };
+}
+
+Result<CognitoraConfig, ConfigError> load(std::string_view text, std::map<std::string, std::string> env = {}) {
+  return load_config_from_string(text, "cognitora.toml", env_of(std::move(env)));
+}
+
+// The whole message of a failed load (every diagnostic, one per line).
+std::string error_of(std::string_view text, std::map<std::string, std::string> env = {}) {
+  auto r = load(text, std::move(env));
+  EXPECT_FALSE(r.ok()) << "expected an error for:\n" << text;
+  return r.ok() ? std::string() : r.error().message;
+}
+
+ConfigError code_of(std::string_view text) {
+  auto r = load(text);
+  EXPECT_FALSE(r.ok());
+  return r.ok() ? ConfigError::io : r.error().code;
+}
+
+TEST(Config, EmptyFileGivesDocumentedDefaults) {
+  auto r = load("");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const CognitoraConfig& c = r.value();
+  EXPECT_EQ(c.source, "cognitora.toml");
+  EXPECT_EQ(c.log.level, "info");
+  EXPECT_EQ(c.log.file, "");
+  EXPECT_EQ(c.router.listen, "0.0.0.0:8080");
+  EXPECT_EQ(c.router.policy, "kv");
+  EXPECT_EQ(c.router.state_backend, "static");
+  EXPECT_TRUE(c.router.api_keys.empty());
+  EXPECT_EQ(c.router.limits.max_body_bytes, 8u << 20);
+  EXPECT_EQ(c.router.limits.max_json_depth, 64u);
+  EXPECT_EQ(c.router.limits.max_messages, 4096u);
+  EXPECT_EQ(c.router.limits.max_header_bytes, 16u << 10);
+  EXPECT_EQ(c.router.timeouts.connect_ms, 2000u);
+  EXPECT_EQ(c.router.routing.block_bytes, 256u);
+  EXPECT_EQ(c.router.routing.index_ttl_s, 120u);
+  EXPECT_DOUBLE_EQ(c.router.routing.weights.ram_tier_credit, 0.75);
+  EXPECT_DOUBLE_EQ(c.router.routing.weights.ssd_tier_credit, 0.25);
+  EXPECT_EQ(c.router.routing.load_guard.max_queue_depth, 64u);
+  EXPECT_EQ(c.router.admission.max_queue, 256u);
+  EXPECT_TRUE(c.router.nodes.empty());
+  EXPECT_EQ(c.state.etcd.endpoints, std::vector<std::string>{"http://127.0.0.1:2379"});
+  EXPECT_EQ(c.state.etcd.lease_ttl_s, 10u);
+  EXPECT_EQ(c.state.gossip.listen, "0.0.0.0:7946");
+  EXPECT_EQ(c.state.gossip.cluster_id, "cognitora");
+  EXPECT_TRUE(c.state.gossip.secret.empty());
+  EXPECT_EQ(c.agent.listen, "0.0.0.0:9090");
+  EXPECT_DOUBLE_EQ(c.agent.watt_limit, 0.0);
+  EXPECT_EQ(c.engine.kind, "vllm");
+  EXPECT_EQ(c.engine.port, 8000);
+  EXPECT_EQ(c.engine.tensor_parallel, 1u);
+  EXPECT_FALSE(c.engine.kv_offload);
+}
+
+TEST(Config, ReadsEverySectionTyped) {
+  auto r = load(R"(
+[log]
+level = "debug"
+file = "/tmp/x.log"
+[router]
+listen = "127.0.0.1:9000"
+policy = "least_load"
+state_backend = "etcd"
+[router.limits]
+max_body_bytes = 1024
+[router.timeouts]
+idle_ms = 5
+[router.routing]
+block_bytes = 128
+[router.routing.weights]
+prefill_ms_per_block = 2     # an integer is accepted for a float
+temperature = 0.5
+[router.routing.load_guard]
+max_kv_used = 0.5
+[state.etcd]
+endpoints = ["http://a:1", "https://b:2"]
+lease_ttl_s = 30
+[state.gossip]
+seeds = ["10.0.0.1:7946", "[::1]:7946"]
+[agent]
+node_id = "gpu-7"
+watt_limit = 350.5
+[engine]
+kind = "sglang"
+model = "m"
+port = 30000
+tensor_parallel = 2
+extra_args = ["--x", "y z"]
+kv_offload = true
+gpus = [0, 3]
+)");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const CognitoraConfig& c = r.value();
+  EXPECT_EQ(c.log.level, "debug");
+  EXPECT_EQ(c.log.file, "/tmp/x.log");
+  EXPECT_EQ(c.router.listen, "127.0.0.1:9000");
+  EXPECT_EQ(c.router.policy, "least_load");
+  EXPECT_EQ(c.router.state_backend, "etcd");
+  EXPECT_EQ(c.router.limits.max_body_bytes, 1024u);
+  EXPECT_EQ(c.router.limits.max_json_depth, 64u);  // untouched sibling keeps its default
+  EXPECT_EQ(c.router.timeouts.idle_ms, 5u);
+  EXPECT_EQ(c.router.routing.block_bytes, 128u);
+  EXPECT_DOUBLE_EQ(c.router.routing.weights.prefill_ms_per_block, 2.0);
+  EXPECT_DOUBLE_EQ(c.router.routing.weights.temperature, 0.5);
+  EXPECT_DOUBLE_EQ(c.router.routing.load_guard.max_kv_used, 0.5);
+  EXPECT_EQ(c.state.etcd.endpoints, (std::vector<std::string>{"http://a:1", "https://b:2"}));
+  EXPECT_EQ(c.state.etcd.lease_ttl_s, 30u);
+  EXPECT_EQ(c.state.gossip.seeds, (std::vector<std::string>{"10.0.0.1:7946", "[::1]:7946"}));
+  EXPECT_EQ(c.agent.node_id, "gpu-7");
+  EXPECT_DOUBLE_EQ(c.agent.watt_limit, 350.5);
+  EXPECT_EQ(c.engine.kind, "sglang");
+  EXPECT_EQ(c.engine.model, "m");
+  EXPECT_EQ(c.engine.port, 30000);
+  EXPECT_EQ(c.engine.tensor_parallel, 2u);
+  EXPECT_EQ(c.engine.extra_args, (std::vector<std::string>{"--x", "y z"}));
+  EXPECT_TRUE(c.engine.kv_offload);
+  EXPECT_EQ(c.engine.gpus, (std::vector<uint32_t>{0, 3}));
+}
+
+TEST(Config, ExampleFileLoadsAndMatchesDefaults) {
+  auto r = load_config(testing::source_path("docs/examples/cognitora.toml"), env_of({{"CGN_API_KEYS", "k1,k2"}}));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const CognitoraConfig& c = r.value();
+  EXPECT_EQ(c.router.api_keys_from_env(), (std::vector<std::string>{"k1", "k2"}));
+  ASSERT_EQ(c.router.nodes.size(), 2u);
+  EXPECT_EQ(c.router.nodes[0].name, "gpu-a");
+  EXPECT_EQ(c.router.nodes[1].name, "10.0.0.12:9090");
+  EXPECT_EQ(c.router.admission.max_queue_for("meta-llama/Llama-3.1-8B-Instruct", "prefill"), 16u);
+  // Apart from the marked examples, the file states the defaults: the dumps agree.
+  CognitoraConfig defaults;
+  defaults.source = c.source;
+  defaults.router.api_keys = c.router.api_keys;
+  defaults.router.nodes = c.router.nodes;
+  defaults.router.admission.models = c.router.admission.models;
+  EXPECT_EQ(dump_config(c), dump_config(defaults));
+}
+
+TEST(Config, TypeMismatchNamesFileLineColumnKeyAndTypes) {
+  EXPECT_EQ(error_of("[router]\nlisten = 8080\n"),
+            "cognitora.toml:2:10: key 'router.listen' expected string, got integer");
+  EXPECT_EQ(error_of("[router]\n  policy = true\n"),
+            "cognitora.toml:2:12: key 'router.policy' expected string, got boolean");
+  EXPECT_EQ(error_of("[router.limits]\nmax_body_bytes = \"8M\"\n"),
+            "cognitora.toml:2:18: key 'router.limits.max_body_bytes' expected integer, got string");
+  EXPECT_EQ(error_of("[router.routing.weights]\ntemperature = \"hot\"\n"),
+            "cognitora.toml:2:15: key 'router.routing.weights.temperature' expected number, got string");
+  EXPECT_EQ(error_of("[engine]\nkv_offload = 1\n"), "cognitora.toml:2:14: key 'engine.kv_offload' expected boolean, got integer");
+  EXPECT_EQ(error_of("[engine]\nextra_args = \"--x\"\n"),
+            "cognitora.toml:2:14: key 'engine.extra_args' expected array of strings, got string");
+  EXPECT_EQ(error_of("router = 5\n"), "cognitora.toml:1:10: key 'router' expected table, got integer");
+  EXPECT_EQ(error_of("router = { nodes = 1 }\n"),
+            "cognitora.toml:1:20: key 'router.nodes' expected array of tables, got integer");
+  EXPECT_EQ(code_of("[router]\nlisten = 8080\n"), ConfigError::wrong_type);
+}
+
+TEST(Config, ArrayElementsAreCheckedWithTheirIndex) {
+  EXPECT_EQ(error_of("[engine]\nextra_args = [\"a\", 2]\n"),
+            "cognitora.toml:2:20: key 'engine.extra_args[1]' expected string, got integer");
+  EXPECT_EQ(error_of("[engine]\ngpus = [0, 2000]\n"),
+            "cognitora.toml:2:12: key 'engine.gpus[1]' expected integer in [0, 1023], got 2000");
+  EXPECT_EQ(error_of("[state.gossip]\nseeds = [\"a:1\", \"nope\"]\n"),
+            "cognitora.toml:2:17: key 'state.gossip.seeds[1]' expected HOST:PORT, got \"nope\"");
+  EXPECT_EQ(error_of("[state.etcd]\nendpoints = [\"127.0.0.1:2379\"]\n"),
+            "cognitora.toml:2:14: key 'state.etcd.endpoints[0]' expected an http:// or https:// URL, got "
+            "\"127.0.0.1:2379\"");
+}
+
+// One unknown key in every table of the schema, each reported with its full dotted path.
+struct UnknownKeyCase {
+  std::string doc;       // the key 'bogus' sits on line 2, column 1 unless `where` says otherwise
+  std::string path;      // the expected dotted path
+  std::string where = "2:1";
+};
+
+class UnknownKeys : public ::testing::TestWithParam<UnknownKeyCase> {};
+
+TEST_P(UnknownKeys, AreErrorsWithDottedPathAndPosition) {
+  const UnknownKeyCase& c = GetParam();
+  auto r = load(c.doc);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ConfigError::unknown_key);
+  EXPECT_EQ(r.error().message, fmt::format("cognitora.toml:{}: unknown key '{}'", c.where, c.path));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryLevel, UnknownKeys,
+    ::testing::Values(UnknownKeyCase{"\nbogus = 1\n", "bogus"}, UnknownKeyCase{"[log]\nbogus = 1\n", "log.bogus"},
+                      UnknownKeyCase{"[router]\nbogus = 1\n", "router.bogus"},
+                      UnknownKeyCase{"[router.limits]\nbogus = 1\n", "router.limits.bogus"},
+                      UnknownKeyCase{"[router.timeouts]\nbogus = 1\n", "router.timeouts.bogus"},
+                      UnknownKeyCase{"[router.routing]\nbogus = 1\n", "router.routing.bogus"},
+                      UnknownKeyCase{"[router.routing.weights]\nbogus = 1\n", "router.routing.weights.bogus"},
+                      UnknownKeyCase{"[router.routing.load_guard]\nbogus = 1\n", "router.routing.load_guard.bogus"},
+                      UnknownKeyCase{"[router.admission]\nbogus = 1\n", "router.admission.bogus"},
+                      UnknownKeyCase{"[router.admission.models]\nbogus = 1\n", "router.admission.models.bogus"},
+                      UnknownKeyCase{"[router.admission.models.\"m/x.y\"]\nbogus = 1\n",
+                                     "router.admission.models.\"m/x.y\".bogus"},
+                      UnknownKeyCase{"[[router.nodes]]\nbogus = 1\nurl = \"http://a:1\"\n", "router.nodes[0].bogus"},
+                      UnknownKeyCase{"[[router.nodes]]\nurl = \"http://a:1\"\n[[router.nodes]]\nurl = \"http://b:1\"\n"
+                                     "bogus = 1\n",
+                                     "router.nodes[1].bogus", "5:1"},
+                      UnknownKeyCase{"[state]\nbogus = 1\n", "state.bogus"},
+                      UnknownKeyCase{"[state.etcd]\nbogus = 1\n", "state.etcd.bogus"},
+                      UnknownKeyCase{"[state.gossip]\nbogus = 1\n", "state.gossip.bogus"},
+                      UnknownKeyCase{"[agent]\nbogus = 1\n", "agent.bogus"},
+                      UnknownKeyCase{"[engine]\nbogus = 1\n", "engine.bogus"},
+                      UnknownKeyCase{"[engine.sub]\nbogus = 1\n", "engine.sub", "1:9"}));
+
+TEST(Config, UnknownKeySuggestsTheNearestKnownKey) {
+  EXPECT_EQ(error_of("[router]\nlisen = \"a:1\"\n"),
+            "cognitora.toml:2:1: unknown key 'router.lisen' (did you mean 'listen'?)");
+  EXPECT_EQ(error_of("[engine]\ntensor_paralel = 2\n"),
+            "cognitora.toml:2:1: unknown key 'engine.tensor_paralel' (did you mean 'tensor_parallel'?)");
+}
+
+TEST(Config, EveryProblemInTheFileIsReportedInOrder) {
+  auto r = load("[router]\nlisten = 1\npolicy = \"x\"\nbogus = 2\n[engine]\nport = 0\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ConfigError::wrong_type);  // the first problem decides the code
+  EXPECT_EQ(r.error().message,
+            "cognitora.toml:2:10: key 'router.listen' expected string, got integer\n"
+            "cognitora.toml:3:10: key 'router.policy' expected one of kv|round_robin|random|least_load|session, "
+            "got \"x\"\n"
+            "cognitora.toml:4:1: unknown key 'router.bogus'\n"
+            "cognitora.toml:6:8: key 'engine.port' expected integer in [1, 65535], got 0");
+}
+
+TEST(Config, MissingRequiredKeyNamesTheTable) {
+  auto r = load("[router]\n[[router.nodes]]\nname = \"a\"\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ConfigError::missing_key);
+  EXPECT_EQ(r.error().message, "cognitora.toml:2:1: missing required key 'router.nodes[0].url'");
+}
+
+TEST(Config, OutOfRangeNamesTheRange) {
+  EXPECT_EQ(error_of("[router.routing]\nblock_bytes = 2048\n"),
+            "cognitora.toml:2:15: key 'router.routing.block_bytes' expected integer in [64, 1024], got 2048");
+  EXPECT_EQ(error_of("[router.routing]\nblock_bytes = 100\n"),
+            "cognitora.toml:2:15: key 'router.routing.block_bytes' expected a multiple of 64 in [64, 1024], got 100");
+  EXPECT_EQ(error_of("[router.routing.weights]\nram_tier_credit = 1.5\n"),
+            "cognitora.toml:2:19: key 'router.routing.weights.ram_tier_credit' expected number in [0, 1], got 1.5");
+  EXPECT_EQ(error_of("[router.limits]\nmax_json_depth = -1\n"),
+            "cognitora.toml:2:18: key 'router.limits.max_json_depth' expected integer in [1, 1024], got -1");
+  EXPECT_EQ(error_of("[router.routing.weights]\ntemperature = nan\n"),
+            "cognitora.toml:2:15: key 'router.routing.weights.temperature' expected number in [0, 1000], got nan");
+  EXPECT_EQ(code_of("[router.routing]\nblock_bytes = 2048\n"), ConfigError::out_of_range);
+  EXPECT_EQ(code_of("[router.routing]\nblock_bytes = 100\n"), ConfigError::bad_value);
+  for (uint32_t ok : {64u, 256u, 1024u}) {
+    auto r = load(fmt::format("[router.routing]\nblock_bytes = {}\n", ok));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->router.routing.block_bytes, ok);
+  }
+}
+
+TEST(Config, EnumsListTheAllowedValues) {
+  EXPECT_EQ(error_of("[router]\nstate_backend = \"consul\"\n"),
+            "cognitora.toml:2:17: key 'router.state_backend' expected one of static|etcd|gossip, got \"consul\"");
+  EXPECT_EQ(error_of("[log]\nlevel = \"verbose\"\n"),
+            "cognitora.toml:2:9: key 'log.level' expected one of trace|debug|info|warn|error|off, got \"verbose\"");
+  EXPECT_EQ(error_of("[[router.nodes]]\nurl = \"http://a:1\"\nrole = \"both \"\n"),
+            "cognitora.toml:3:8: key 'router.nodes[0].role' expected one of prefill|decode|both, got \"both \"");
+  EXPECT_EQ(error_of("[engine]\nkind = \"vLLM\"\n"),
+            "cognitora.toml:2:8: key 'engine.kind' expected one of vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim, "
+            "got \"vLLM\"");
+}
+
+TEST(Config, AddressesAreValidated) {
+  for (const char* bad : {"localhost", ":80", "host:", "host:65536", "host:8o", "a b:1", "[::1:80"}) {
+    EXPECT_EQ(error_of(fmt::format("[router]\nlisten = \"{}\"\n", bad)),
+              fmt::format("cognitora.toml:2:10: key 'router.listen' expected HOST:PORT, got \"{}\"", bad));
+  }
+  for (const char* good : {"0.0.0.0:0", "localhost:65535", "[::]:8080", "my-host.example:80"}) {
+    auto r = load(fmt::format("[router]\nlisten = \"{}\"\n", good));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->router.listen, good);
+  }
+  EXPECT_EQ(error_of("[[router.nodes]]\nurl = \"ftp://x\"\n"),
+            "cognitora.toml:2:7: key 'router.nodes[0].url' expected an http:// or https:// URL, got \"ftp://x\"");
+  EXPECT_EQ(error_of("[agent]\nnode_id = \"a/b\"\n"),
+            "cognitora.toml:2:11: key 'agent.node_id' expected at most 128 characters from [A-Za-z0-9._-] (it is a "
+            "key in etcd and a metric label)");
+}
+
+TEST(Config, StaticNodesGetNamesRolesAndUniqueness) {
+  auto r = load(R"(
+[[router.nodes]]
+url = "http://10.0.0.1:9090/"
+[[router.nodes]]
+url = "https://n2.example"
+name = "two"
+role = "decode"
+models = ["a", "b"]
+)");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->router.nodes.size(), 2u);
+  EXPECT_EQ(r->router.nodes[0].name, "10.0.0.1:9090");
+  EXPECT_EQ(r->router.nodes[0].role, "both");
+  EXPECT_TRUE(r->router.nodes[0].models.empty());
+  EXPECT_EQ(r->router.nodes[1].name, "two");
+  EXPECT_EQ(r->router.nodes[1].role, "decode");
+  EXPECT_EQ(r->router.nodes[1].models, (std::vector<std::string>{"a", "b"}));
+
+  EXPECT_EQ(error_of("[[router.nodes]]\nurl = \"http://a:1\"\n[[router.nodes]]\nurl = \"http://b:1\"\nname = \"a:1\"\n"),
+            "cognitora.toml:5:8: key 'router.nodes[1].name' duplicates node name \"a:1\"; node names must be unique");
+}
+
+TEST(Config, AdmissionCapsPerModelAndRole) {
+  auto r = load(R"(
+[router.admission]
+max_queue = 100
+[router.admission.models.small]
+max_queue = 10
+[router.admission.models."big/model"]
+decode_max_queue = 7
+prefill_max_queue = 3
+)");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const AdmissionConfig& a = r->router.admission;
+  EXPECT_EQ(a.max_queue_for("other", "both"), 100u);
+  EXPECT_EQ(a.max_queue_for("small", "both"), 10u);
+  EXPECT_EQ(a.max_queue_for("small", "decode"), 10u);
+  EXPECT_EQ(a.max_queue_for("big/model", "prefill"), 3u);
+  EXPECT_EQ(a.max_queue_for("big/model", "decode"), 7u);
+  EXPECT_EQ(a.max_queue_for("big/model", "both"), 100u);
+  EXPECT_EQ(error_of("[router.admission.models]\nm = 5\n"),
+            "cognitora.toml:2:1: unknown key 'router.admission.models.m'");
+}
+
+TEST(Config, TlsCertAndKeyGoTogether) {
+  EXPECT_EQ(error_of("[router]\ntls_cert = \"c.pem\"\n"),
+            "cognitora.toml:2:12: key 'router.tls_cert' is set but 'router.tls_key' is not; give both or neither");
+  EXPECT_EQ(error_of("[router]\ntls_key = \"k.pem\"\n"),
+            "cognitora.toml:2:11: key 'router.tls_key' is set but 'router.tls_cert' is not; give both or neither");
+  EXPECT_TRUE(load("[router]\ntls_cert = \"c\"\ntls_key = \"k\"\n").ok());
+}
+
+TEST(Config, SecretsComeFromTheEnvironment) {
+  auto r = load("[router]\napi_keys_env = \"CGN_T_KEYS\"\n[state.gossip]\nsecret_env = \"CGN_T_GOSSIP\"\n",
+                {{"CGN_T_KEYS", " sk-one , sk-two,,"}, {"CGN_T_GOSSIP", "hunter2-gossip"}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->router.api_keys_from_env(), (std::vector<std::string>{"sk-one", "sk-two"}));
+  EXPECT_EQ(r->router.api_keys.env_name(), "CGN_T_KEYS");
+  EXPECT_EQ(r->state.gossip.secret.reveal(), "hunter2-gossip");
+  EXPECT_EQ(fmt::format("{}", r->state.gossip.secret), "<redacted>");
+  EXPECT_EQ(fmt::format("{}", Secret()), "<unset>");
+}
+
+TEST(Config, MissingSecretVariableIsAnErrorNamingIt) {
+  auto r = load("[router]\napi_keys_env = \"CGN_T_NOPE\"\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ConfigError::missing_env);
+  EXPECT_EQ(r.error().message,
+            "cognitora.toml:2:16: key 'router.api_keys_env' names environment variable 'CGN_T_NOPE', which is not set");
+  EXPECT_EQ(error_of("[state.gossip]\nsecret_env = \"CGN_T_EMPTY\"\n", {{"CGN_T_EMPTY", ""}}),
+            "cognitora.toml:2:14: key 'state.gossip.secret_env' names environment variable 'CGN_T_EMPTY', which is "
+            "empty");
+  EXPECT_EQ(error_of("[state.gossip]\nsecret_env = \"\"\n"),
+            "cognitora.toml:2:14: key 'state.gossip.secret_env' expected the name of an environment variable, got \"\"");
+}
+
+TEST(Config, ProcessEnvironmentIsTheDefaultLookup) {
+  ::setenv("CGN_T_PROCESS_KEYS", "pk", 1);
+  auto r = load_config_from_string("[router]\napi_keys_env = \"CGN_T_PROCESS_KEYS\"\n", "x.toml");
+  ::unsetenv("CGN_T_PROCESS_KEYS");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->router.api_keys.reveal(), "pk");
+}
+
+TEST(Config, DumpNeverContainsSecretsAndLoadsBackTheSame) {
+  std::map<std::string, std::string> env{{"CGN_T_KEYS", "sk-very-secret"}, {"CGN_T_G", "gossip-very-secret"}};
+  auto r = load(R"(
+[router]
+api_keys_env = "CGN_T_KEYS"
+policy = "session"
+[router.admission.models."a b"]
+max_queue = 3
+[[router.nodes]]
+url = "http://n:1"
+[state.gossip]
+secret_env = "CGN_T_G"
+[engine]
+gpus = [1]
+)",
+                env);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  std::string dump = dump_config(r.value());
+  EXPECT_THAT(dump, Not(HasSubstr("very-secret")));
+  EXPECT_THAT(dump, HasSubstr("api_keys_env = 'CGN_T_KEYS'"));
+  auto again = load_config_from_string(dump, "dump.toml", env_of(env));
+  ASSERT_TRUE(again.ok()) << again.error().message << "\n" << dump;
+  EXPECT_EQ(dump_config(again.value()), dump);
+  EXPECT_EQ(again->router.api_keys.reveal(), "sk-very-secret");
+}
+
+TEST(Config, SyntaxErrorsNamePosition) {
+  auto r = load("[router]\nlisten = \"a:1\"\npolicy = \n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ConfigError::syntax);
+  EXPECT_THAT(r.error().message, ::testing::StartsWith("cognitora.toml:3:"));
+  EXPECT_THAT(r.error().message, HasSubstr("TOML syntax error"));
+  auto dup = load("[log]\nlevel = \"info\"\nlevel = \"debug\"\n");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.error().code, ConfigError::syntax);
+  EXPECT_THAT(dup.error().message, ::testing::StartsWith("cognitora.toml:3:"));
+}
+
+TEST(Config, OversizedInputIsRefusedBeforeParsing) {
+  std::string big(kMaxConfigBytes + 1, '#');
+  auto r = load(big);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ConfigError::too_large);
+  EXPECT_EQ(r.error().message, "cognitora.toml: 1048577 bytes exceeds the 1048576-byte limit for a config file");
+}
+
+TEST(Config, FilesAreReadFromDisk) {
+  testing::TempDir dir;
+  auto missing = load_config(dir.file("nope.toml"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ConfigError::io);
+  EXPECT_EQ(missing.error().message, dir.file("nope.toml") + ": cannot open config file: No such file or directory");
+
+  testing::write_file(dir.file("c.toml"), "[router]\nlisten = 1\n");
+  auto bad = load_config(dir.file("c.toml"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message, dir.file("c.toml") + ":2:10: key 'router.listen' expected string, got integer");
+
+  testing::write_file(dir.file("big.toml"), std::string(kMaxConfigBytes + 10, '\n'));
+  auto big = load_config(dir.file("big.toml"));
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.error().code, ConfigError::too_large);
+}
+
+}  // namespace
+}  // namespace cgn::config
