@@ -125,7 +125,8 @@ void read_router(TableReader& r, RouterConfig& c) {
   if (c.tls_cert.empty() != c.tls_key.empty()) {
     bool cert = !c.tls_cert.empty();
     r.fail(cert ? "tls_cert" : "tls_key", ConfigError::missing_key,
-           fmt::format("is set but '{}' is not; give both or neither", r.key_path(cert ? "tls_key" : "tls_cert")));
+           fmt::format("is set but '{}' is not; give both or neither",
+                       r.key_path(cert ? "tls_key" : "tls_cert")));
   }
   r.table("limits", [&](TableReader& t) { read_limits(t, c.limits); });
   r.table("timeouts", [&](TableReader& t) { read_timeouts(t, c.timeouts); });
@@ -136,8 +137,8 @@ void read_router(TableReader& r, RouterConfig& c) {
 
 bool valid_node_id(std::string_view id) {
   return id.size() <= 128 && std::all_of(id.begin(), id.end(), [](char ch) {
-           return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
-                  ch == '_' || ch == '.';
+           return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                  ch == '-' || ch == '_' || ch == '.';
          });
 }
 
@@ -148,8 +149,8 @@ void read_state(TableReader& r, StateConfig& c) {
     }
     t.get("lease_ttl_s", c.etcd.lease_ttl_s, {2, 3600});
     if (t.get("prefix", c.etcd.prefix) && !c.etcd.prefix.starts_with('/')) {
-      t.fail("prefix", ConfigError::bad_value, fmt::format("expected a path starting with '/', got \"{}\"",
-                                                            c.etcd.prefix.substr(0, 64)));
+      t.fail("prefix", ConfigError::bad_value,
+             fmt::format("expected a path starting with '/', got \"{}\"", c.etcd.prefix.substr(0, 64)));
     }
   });
   r.table("gossip", [&](TableReader& t) {
@@ -190,7 +191,9 @@ toml::array to_array(const std::vector<std::string>& v) {
   return a;
 }
 
-int64_t as_int(uint64_t v) { return static_cast<int64_t>(v); }
+int64_t as_int(uint64_t v) {
+  return static_cast<int64_t>(v);
+}
 
 }  // namespace
 
@@ -238,7 +241,8 @@ void read_config(TableReader& root, CognitoraConfig& cfg) {
   root.finish();
 }
 
-Result<CognitoraConfig, ConfigError> load_config_from_string(std::string_view text, const std::string& source_name,
+Result<CognitoraConfig, ConfigError> load_config_from_string(std::string_view text,
+                                                             const std::string& source_name,
                                                              const EnvLookup& env) {
   auto parsed = parse_toml(text, source_name);
   if (!parsed.ok()) {
@@ -258,7 +262,8 @@ Result<CognitoraConfig, ConfigError> load_config_from_string(std::string_view te
 Result<CognitoraConfig, ConfigError> load_config(const std::string& path, const EnvLookup& env) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return make_error(ConfigError::io, fmt::format("{}: cannot open config file: {}", path, std::strerror(errno)));
+    return make_error(ConfigError::io,
+                      fmt::format("{}: cannot open config file: {}", path, std::strerror(errno)));
   }
   // Read one byte past the limit so an oversized file is reported, not truncated.
   std::string text(kMaxConfigBytes + 1, '\0');
@@ -322,7 +327,8 @@ std::string dump_config(const CognitoraConfig& c) {
   }
   toml::array nodes;
   for (const auto& n : r.nodes) {
-    nodes.push_back(toml::table{{"url", n.url}, {"name", n.name}, {"role", n.role}, {"models", to_array(n.models)}});
+    nodes.push_back(
+        toml::table{{"url", n.url}, {"name", n.name}, {"role", n.role}, {"models", to_array(n.models)}});
   }
   toml::table router{{"listen", r.listen},
                      {"policy", r.policy},

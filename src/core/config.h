@@ -35,39 +35,39 @@ struct LimitsConfig {
 
 // [router.timeouts], milliseconds.
 struct TimeoutsConfig {
-  uint32_t connect_ms = 2000;             // TCP connect to a node
-  uint32_t first_token_ms = 120000;       // request sent -> first byte of the node's answer
-  uint32_t idle_ms = 60000;               // longest gap between two streamed chunks
-  uint32_t request_ms = 600000;           // whole request, stream included
-  uint32_t shutdown_grace_ms = 30000;     // in-flight streams may finish this long after SIGTERM
-  uint32_t health_interval_ms = 2000;     // static backend: health poll period per node
+  uint32_t connect_ms = 2000;          // TCP connect to a node
+  uint32_t first_token_ms = 120000;    // request sent -> first byte of the node's answer
+  uint32_t idle_ms = 60000;            // longest gap between two streamed chunks
+  uint32_t request_ms = 600000;        // whole request, stream included
+  uint32_t shutdown_grace_ms = 30000;  // in-flight streams may finish this long after SIGTERM
+  uint32_t health_interval_ms = 2000;  // static backend: health poll period per node
 };
 
 // [router.routing.weights]: the TTFT estimate (DESIGN.md §5), all in milliseconds.
 struct ScoreWeights {
-  double prefill_ms_per_block = 4.0;   // cost to prefill one uncached block
-  double queue_ms_per_request = 50.0;  // per request waiting in the node's queue
-  double running_ms_per_request = 8.0; // per request the node is running
+  double prefill_ms_per_block = 4.0;     // cost to prefill one uncached block
+  double queue_ms_per_request = 50.0;    // per request waiting in the node's queue
+  double running_ms_per_request = 8.0;   // per request the node is running
   double inflight_prefill_weight = 1.0;  // multiplier on blocks the router sent but not yet finished
-  double kv_pressure_ms = 200.0;       // added at 100% KV use, linear below
-  double power_penalty_ms = 500.0;     // added when the node is over its soft watt_limit
-  double ram_tier_credit = 0.75;       // a block only in cgn-kvcached RAM counts this much
-  double ssd_tier_credit = 0.25;       // a block only on the cgn-kvcached SSD tier
-  double temperature = 0.0;            // 0: pick the lowest score; >0: softmax sampling
+  double kv_pressure_ms = 200.0;         // added at 100% KV use, linear below
+  double power_penalty_ms = 500.0;       // added when the node is over its soft watt_limit
+  double ram_tier_credit = 0.75;         // a block only in cgn-kvcached RAM counts this much
+  double ssd_tier_credit = 0.25;         // a block only on the cgn-kvcached SSD tier
+  double temperature = 0.0;              // 0: pick the lowest score; >0: softmax sampling
 };
 
 // [router.routing.load_guard]: filters applied before overlap is considered.
 struct LoadGuardConfig {
-  uint32_t max_queue_depth = 64;   // a node with a deeper queue is not eligible
-  double max_kv_used = 0.97;       // a node above this KV-use ratio is not eligible
-  uint32_t spread_min_gap = 8;     // spread rule: busiest - least busy queue depth ...
-  double spread_ratio = 4.0;       // ... and busiest / max(1, least busy) both above these
+  uint32_t max_queue_depth = 64;  // a node with a deeper queue is not eligible
+  double max_kv_used = 0.97;      // a node above this KV-use ratio is not eligible
+  uint32_t spread_min_gap = 8;    // spread rule: busiest - least busy queue depth ...
+  double spread_ratio = 4.0;      // ... and busiest / max(1, least busy) both above these
 };
 
 // [router.routing]
 struct RoutingConfig {
-  uint32_t block_bytes = 256;       // digest block size: a multiple of 64 in [64, 1024]
-  uint32_t index_ttl_s = 120;       // optimistic index entries expire unless confirmed
+  uint32_t block_bytes = 256;  // digest block size: a multiple of 64 in [64, 1024]
+  uint32_t index_ttl_s = 120;  // optimistic index entries expire unless confirmed
   uint64_t index_max_entries = 4u << 20;
   ScoreWeights weights;
   LoadGuardConfig load_guard;
@@ -101,11 +101,11 @@ struct NodeConfig {
 // [router]
 struct RouterConfig {
   std::string listen = "0.0.0.0:8080";
-  std::string policy = "kv";            // kv|round_robin|random|least_load|session
-  std::string state_backend = "static"; // static|etcd|gossip
-  std::string api_keys_file;            // one key per line; empty: none
-  Secret api_keys;                      // from the variable named by api_keys_env; comma separated
-  std::string tls_cert;                 // both or neither
+  std::string policy = "kv";             // kv|round_robin|random|least_load|session
+  std::string state_backend = "static";  // static|etcd|gossip
+  std::string api_keys_file;             // one key per line; empty: none
+  Secret api_keys;                       // from the variable named by api_keys_env; comma separated
+  std::string tls_cert;                  // both or neither
   std::string tls_key;
   LimitsConfig limits;
   TimeoutsConfig timeouts;
@@ -129,7 +129,7 @@ struct GossipConfig {
   std::string listen = "0.0.0.0:7946";
   std::vector<std::string> seeds;  // HOST:PORT each
   std::string cluster_id = "cognitora";
-  Secret secret;                   // from the variable named by secret_env; empty: no HMAC
+  Secret secret;  // from the variable named by secret_env; empty: no HMAC
 };
 
 // [state]
@@ -153,7 +153,7 @@ struct EngineConfig {
   std::string served_name;  // empty: same as model
   uint32_t tensor_parallel = 1;
   std::vector<std::string> extra_args;
-  bool kv_offload = false;   // offload KV blocks into this node's cgn-kvcached
+  bool kv_offload = false;     // offload KV blocks into this node's cgn-kvcached
   std::vector<uint32_t> gpus;  // device indices; empty: all visible
 };
 
@@ -166,17 +166,21 @@ struct CognitoraConfig {
   EngineConfig engine;
 };
 
-inline constexpr std::string_view kRoutingPolicies[] = {"kv", "round_robin", "random", "least_load", "session"};
+inline constexpr std::string_view kRoutingPolicies[] = {"kv", "round_robin", "random", "least_load",
+                                                        "session"};
 inline constexpr std::string_view kStateBackends[] = {"static", "etcd", "gossip"};
-inline constexpr std::string_view kEngineKinds[] = {"vllm", "sglang", "trtllm", "llamacpp", "mlx", "cgn-infer", "sim"};
+inline constexpr std::string_view kEngineKinds[] = {"vllm", "sglang",    "trtllm", "llamacpp",
+                                                    "mlx",  "cgn-infer", "sim"};
 inline constexpr std::string_view kNodeRoles[] = {"prefill", "decode", "both"};
 
 // Loads and validates a file. Errors name file:line:col and the dotted key; every problem in the
 // file is reported, one per line of the message. Secrets are read through `env`.
-Result<CognitoraConfig, ConfigError> load_config(const std::string& path, const EnvLookup& env = process_env());
+Result<CognitoraConfig, ConfigError> load_config(const std::string& path,
+                                                 const EnvLookup& env = process_env());
 
 // Same, from text; source_name is what messages call the file.
-Result<CognitoraConfig, ConfigError> load_config_from_string(std::string_view text, const std::string& source_name,
+Result<CognitoraConfig, ConfigError> load_config_from_string(std::string_view text,
+                                                             const std::string& source_name,
                                                              const EnvLookup& env = process_env());
 
 // The section readers, for tools that embed part of the schema.

@@ -149,12 +149,13 @@ bool valid_host(std::string_view h) {
     return false;
   }
   if (h.front() == '[') {
-    return h.size() > 2 && h.back() == ']' &&
-           std::all_of(h.begin() + 1, h.end() - 1, [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.'; });
+    return h.size() > 2 && h.back() == ']' && std::all_of(h.begin() + 1, h.end() - 1, [](char c) {
+             return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.';
+           });
   }
   return std::all_of(h.begin(), h.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-           c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_';
   });
 }
 
@@ -227,7 +228,8 @@ const toml::node* TableReader::take(std::string_view key) {
 
 void TableReader::missing(std::string_view key) {
   consumed_.emplace(key);
-  ctx_.add(ConfigError::missing_key, table_.source(), fmt::format("missing required key '{}'", key_path(key)));
+  ctx_.add(ConfigError::missing_key, table_.source(),
+           fmt::format("missing required key '{}'", key_path(key)));
 }
 
 void TableReader::wrong_type(const std::string& path, const toml::node& node, std::string_view expected) {
@@ -237,7 +239,8 @@ void TableReader::wrong_type(const std::string& path, const toml::node& node, st
 
 void TableReader::fail(std::string_view key, ConfigError code, std::string_view what) {
   const toml::node* n = table_.get(key);
-  ctx_.add(code, n != nullptr ? n->source() : table_.source(), fmt::format("key '{}' {}", key_path(key), what));
+  ctx_.add(code, n != nullptr ? n->source() : table_.source(),
+           fmt::format("key '{}' {}", key_path(key), what));
 }
 
 bool TableReader::get(std::string_view key, bool& out) {
@@ -278,8 +281,9 @@ bool TableReader::get_int(std::string_view key, int64_t& out, Range<int64_t> ran
   }
   int64_t v = i->get();
   if (v < range.min || v > range.max) {
-    ctx_.add(ConfigError::out_of_range, n->source(),
-             fmt::format("key '{}' expected integer in [{}, {}], got {}", key_path(key), range.min, range.max, v));
+    ctx_.add(
+        ConfigError::out_of_range, n->source(),
+        fmt::format("key '{}' expected integer in [{}, {}], got {}", key_path(key), range.min, range.max, v));
     return false;
   }
   out = v;
@@ -301,8 +305,9 @@ bool TableReader::get(std::string_view key, double& out, Range<double> range) {
     return false;
   }
   if (!std::isfinite(v) || v < range.min || v > range.max) {
-    ctx_.add(ConfigError::out_of_range, n->source(),
-             fmt::format("key '{}' expected number in [{}, {}], got {}", key_path(key), range.min, range.max, v));
+    ctx_.add(
+        ConfigError::out_of_range, n->source(),
+        fmt::format("key '{}' expected number in [{}, {}], got {}", key_path(key), range.min, range.max, v));
     return false;
   }
   out = v;
@@ -353,8 +358,9 @@ bool TableReader::get_int_array(std::string_view key, std::vector<int64_t>& out,
     std::string p = fmt::format("{}[{}]", key_path(key), i);
     if (const auto* x = e.as_integer()) {
       if (x->get() < range.min || x->get() > range.max) {
-        ctx_.add(ConfigError::out_of_range, e.source(),
-                 fmt::format("key '{}' expected integer in [{}, {}], got {}", p, range.min, range.max, x->get()));
+        ctx_.add(
+            ConfigError::out_of_range, e.source(),
+            fmt::format("key '{}' expected integer in [{}, {}], got {}", p, range.min, range.max, x->get()));
         ok = false;
       } else {
         v.push_back(x->get());
@@ -370,24 +376,28 @@ bool TableReader::get_int_array(std::string_view key, std::vector<int64_t>& out,
   return ok;
 }
 
-bool TableReader::get_choice(std::string_view key, std::string& out, const std::vector<std::string_view>& allowed) {
+bool TableReader::get_choice(std::string_view key, std::string& out,
+                             const std::vector<std::string_view>& allowed) {
   std::string s;
   if (!get(key, s)) {
     return false;
   }
   if (std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
-    fail(key, ConfigError::bad_value, fmt::format("expected one of {}, got {}", fmt::join(allowed, "|"), shown(s)));
+    fail(key, ConfigError::bad_value,
+         fmt::format("expected one of {}, got {}", fmt::join(allowed, "|"), shown(s)));
     return false;
   }
   out = std::move(s);
   return true;
 }
 
-bool TableReader::get_one_of(std::string_view key, std::string& out, std::initializer_list<std::string_view> allowed) {
+bool TableReader::get_one_of(std::string_view key, std::string& out,
+                             std::initializer_list<std::string_view> allowed) {
   return get_choice(key, out, std::vector<std::string_view>(allowed));
 }
 
-bool TableReader::get_one_of(std::string_view key, std::string& out, std::span<const std::string_view> allowed) {
+bool TableReader::get_one_of(std::string_view key, std::string& out,
+                             std::span<const std::string_view> allowed) {
   return get_choice(key, out, std::vector<std::string_view>(allowed.begin(), allowed.end()));
 }
 
@@ -541,13 +551,15 @@ void TableReader::finish() {
         hint = fmt::format(" (did you mean '{}'?)", known);
       }
     }
-    ctx_.add(ConfigError::unknown_key, k.source(), fmt::format("unknown key '{}'{}", key_path(k.str()), hint));
+    ctx_.add(ConfigError::unknown_key, k.source(),
+             fmt::format("unknown key '{}'{}", key_path(k.str()), hint));
   }
 }
 
 // ---------------------------------------------------------------------------------------------------
 
-Result<toml::table, ConfigError> parse_toml(std::string_view text, const std::string& source_name, size_t max_bytes) {
+Result<toml::table, ConfigError> parse_toml(std::string_view text, const std::string& source_name,
+                                            size_t max_bytes) {
   if (text.size() > max_bytes) {
     return make_error(ConfigError::too_large,
                       fmt::format("{}: {} bytes exceeds the {}-byte limit for a config file", source_name,

@@ -62,7 +62,8 @@ EnvLookup process_env();
 class Secret {
  public:
   Secret() = default;
-  Secret(std::string value, std::string env_name) : value_(std::move(value)), env_name_(std::move(env_name)) {}
+  Secret(std::string value, std::string env_name)
+      : value_(std::move(value)), env_name_(std::move(env_name)) {}
 
   bool empty() const { return value_.empty(); }
   const std::string& reveal() const { return value_; }
@@ -134,8 +135,8 @@ class TableReader {
   bool get(std::string_view key, std::string& out);
   bool get(std::string_view key, double& out, Range<double> range = {});
   template <class T>
-    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
-  bool get(std::string_view key, T& out, Range<T> range = {}) {
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) bool get(std::string_view key, T& out,
+                                                                       Range<T> range = {}) {
     int64_t v = 0;
     Range<int64_t> r{clamp_bound<T>(range.min), clamp_bound<T>(range.max)};
     if (!get_int(key, v, r)) {
@@ -146,8 +147,9 @@ class TableReader {
   }
   bool get(std::string_view key, std::vector<std::string>& out);
   template <class T>
-    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
-  bool get(std::string_view key, std::vector<T>& out, Range<T> range = {}) {
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) bool get(std::string_view key,
+                                                                       std::vector<T>& out,
+                                                                       Range<T> range = {}) {
     std::vector<int64_t> v;
     Range<int64_t> r{clamp_bound<T>(range.min), clamp_bound<T>(range.max)};
     if (!get_int_array(key, v, r)) {
@@ -232,7 +234,7 @@ class TableReader {
   static int64_t clamp_bound(T v) {
     if constexpr (std::is_unsigned_v<T> && sizeof(T) >= sizeof(int64_t)) {
       return v > static_cast<T>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
-                                                                       : static_cast<int64_t>(v);
+                                                                     : static_cast<int64_t>(v);
     } else {
       return static_cast<int64_t>(v);
     }

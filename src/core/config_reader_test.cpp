@@ -25,7 +25,8 @@ struct PowerSection {
 };
 
 void read_power(TableReader& r, PowerSection& s) {
-  r.get_enum("source", s.source, {{"nvml", Source::nvml}, {"rapl", Source::rapl}, {"static", Source::static_watts}});
+  r.get_enum("source", s.source,
+             {{"nvml", Source::nvml}, {"rapl", Source::rapl}, {"static", Source::static_watts}});
   r.get("poll_ms", s.poll_ms, Range<uint32_t>{1, 1000});
   r.get("offset", s.offset);
   r.get("big", s.big);
@@ -117,8 +118,10 @@ TEST(TableReader, IntegerBoundsComeFromTheFieldType) {
   Loaded l = read("[power]\nlabel = \"x\"\noffset = 200\n[[power.probes]]\nname = \"a\"\nport = 70000\n");
   ASSERT_EQ(l.diagnostics.size(), 2u);
   EXPECT_EQ(l.diagnostics[0].code, ConfigError::out_of_range);
-  EXPECT_EQ(l.diagnostics[0].message, "p.toml:3:10: key 'power.offset' expected integer in [-128, 127], got 200");
-  EXPECT_EQ(l.diagnostics[1].message, "p.toml:6:8: key 'power.probes[0].port' expected integer in [0, 65535], got 70000");
+  EXPECT_EQ(l.diagnostics[0].message,
+            "p.toml:3:10: key 'power.offset' expected integer in [-128, 127], got 200");
+  EXPECT_EQ(l.diagnostics[1].message,
+            "p.toml:6:8: key 'power.probes[0].port' expected integer in [0, 65535], got 70000");
   EXPECT_EQ(l.section.offset, 0);  // untouched on error
 }
 
@@ -142,7 +145,8 @@ TEST(TableReader, EnumNamesTheChoices) {
   Loaded l = read("[power]\nlabel = \"x\"\nsource = \"ipmi\"\n");
   ASSERT_EQ(l.diagnostics.size(), 1u);
   EXPECT_EQ(l.diagnostics[0].code, ConfigError::bad_value);
-  EXPECT_EQ(l.diagnostics[0].message, "p.toml:3:10: key 'power.source' expected one of nvml|rapl|static, got \"ipmi\"");
+  EXPECT_EQ(l.diagnostics[0].message,
+            "p.toml:3:10: key 'power.source' expected one of nvml|rapl|static, got \"ipmi\"");
 }
 
 TEST(TableReader, ArrayOfTablesRejectsOtherElements) {
@@ -153,7 +157,9 @@ TEST(TableReader, ArrayOfTablesRejectsOtherElements) {
 }
 
 TEST(TableReader, UnknownKeysInInlineTablesAndNamedMaps) {
-  Loaded l = read("[power]\nlabel = \"x\"\nprobes = [{ name = \"a\", colour = \"red\" }]\n[power.scale.gpu]\nfactor = 1\nfactr = 2\n");
+  Loaded l = read(
+      "[power]\nlabel = \"x\"\nprobes = [{ name = \"a\", colour = \"red\" }]\n[power.scale.gpu]\nfactor = "
+      "1\nfactr = 2\n");
   ASSERT_EQ(l.diagnostics.size(), 2u) << messages(l);
   EXPECT_EQ(l.diagnostics[0].message, "p.toml:3:25: unknown key 'power.probes[0].colour'");
   EXPECT_EQ(l.diagnostics[1].message, "p.toml:6:1: unknown key 'power.scale.gpu.factr'");

@@ -25,7 +25,8 @@ EnvLookup env_of(std::map<std::string, std::string> vars) {
   };
 }
 
-Result<CognitoraConfig, ConfigError> load(std::string_view text, std::map<std::string, std::string> env = {}) {
+Result<CognitoraConfig, ConfigError> load(std::string_view text,
+                                          std::map<std::string, std::string> env = {}) {
   return load_config_from_string(text, "cognitora.toml", env_of(std::move(env)));
 }
 
@@ -144,7 +145,8 @@ gpus = [0, 3]
 }
 
 TEST(Config, ExampleFileLoadsAndMatchesDefaults) {
-  auto r = load_config(testing::source_path("docs/examples/cognitora.toml"), env_of({{"CGN_API_KEYS", "k1,k2"}}));
+  auto r =
+      load_config(testing::source_path("docs/examples/cognitora.toml"), env_of({{"CGN_API_KEYS", "k1,k2"}}));
   ASSERT_TRUE(r.ok()) << r.error().message;
   const CognitoraConfig& c = r.value();
   EXPECT_EQ(c.router.api_keys_from_env(), (std::vector<std::string>{"k1", "k2"}));
@@ -170,7 +172,8 @@ TEST(Config, TypeMismatchNamesFileLineColumnKeyAndTypes) {
             "cognitora.toml:2:18: key 'router.limits.max_body_bytes' expected integer, got string");
   EXPECT_EQ(error_of("[router.routing.weights]\ntemperature = \"hot\"\n"),
             "cognitora.toml:2:15: key 'router.routing.weights.temperature' expected number, got string");
-  EXPECT_EQ(error_of("[engine]\nkv_offload = 1\n"), "cognitora.toml:2:14: key 'engine.kv_offload' expected boolean, got integer");
+  EXPECT_EQ(error_of("[engine]\nkv_offload = 1\n"),
+            "cognitora.toml:2:14: key 'engine.kv_offload' expected boolean, got integer");
   EXPECT_EQ(error_of("[engine]\nextra_args = \"--x\"\n"),
             "cognitora.toml:2:14: key 'engine.extra_args' expected array of strings, got string");
   EXPECT_EQ(error_of("router = 5\n"), "cognitora.toml:1:10: key 'router' expected table, got integer");
@@ -193,8 +196,8 @@ TEST(Config, ArrayElementsAreCheckedWithTheirIndex) {
 
 // One unknown key in every table of the schema, each reported with its full dotted path.
 struct UnknownKeyCase {
-  std::string doc;       // the key 'bogus' sits on line 2, column 1 unless `where` says otherwise
-  std::string path;      // the expected dotted path
+  std::string doc;   // the key 'bogus' sits on line 2, column 1 unless `where` says otherwise
+  std::string path;  // the expected dotted path
   std::string where = "2:1";
 };
 
@@ -210,27 +213,28 @@ TEST_P(UnknownKeys, AreErrorsWithDottedPathAndPosition) {
 
 INSTANTIATE_TEST_SUITE_P(
     EveryLevel, UnknownKeys,
-    ::testing::Values(UnknownKeyCase{"\nbogus = 1\n", "bogus"}, UnknownKeyCase{"[log]\nbogus = 1\n", "log.bogus"},
-                      UnknownKeyCase{"[router]\nbogus = 1\n", "router.bogus"},
-                      UnknownKeyCase{"[router.limits]\nbogus = 1\n", "router.limits.bogus"},
-                      UnknownKeyCase{"[router.timeouts]\nbogus = 1\n", "router.timeouts.bogus"},
-                      UnknownKeyCase{"[router.routing]\nbogus = 1\n", "router.routing.bogus"},
-                      UnknownKeyCase{"[router.routing.weights]\nbogus = 1\n", "router.routing.weights.bogus"},
-                      UnknownKeyCase{"[router.routing.load_guard]\nbogus = 1\n", "router.routing.load_guard.bogus"},
-                      UnknownKeyCase{"[router.admission]\nbogus = 1\n", "router.admission.bogus"},
-                      UnknownKeyCase{"[router.admission.models]\nbogus = 1\n", "router.admission.models.bogus"},
-                      UnknownKeyCase{"[router.admission.models.\"m/x.y\"]\nbogus = 1\n",
-                                     "router.admission.models.\"m/x.y\".bogus"},
-                      UnknownKeyCase{"[[router.nodes]]\nbogus = 1\nurl = \"http://a:1\"\n", "router.nodes[0].bogus"},
-                      UnknownKeyCase{"[[router.nodes]]\nurl = \"http://a:1\"\n[[router.nodes]]\nurl = \"http://b:1\"\n"
-                                     "bogus = 1\n",
-                                     "router.nodes[1].bogus", "5:1"},
-                      UnknownKeyCase{"[state]\nbogus = 1\n", "state.bogus"},
-                      UnknownKeyCase{"[state.etcd]\nbogus = 1\n", "state.etcd.bogus"},
-                      UnknownKeyCase{"[state.gossip]\nbogus = 1\n", "state.gossip.bogus"},
-                      UnknownKeyCase{"[agent]\nbogus = 1\n", "agent.bogus"},
-                      UnknownKeyCase{"[engine]\nbogus = 1\n", "engine.bogus"},
-                      UnknownKeyCase{"[engine.sub]\nbogus = 1\n", "engine.sub", "1:9"}));
+    ::testing::Values(
+        UnknownKeyCase{"\nbogus = 1\n", "bogus"}, UnknownKeyCase{"[log]\nbogus = 1\n", "log.bogus"},
+        UnknownKeyCase{"[router]\nbogus = 1\n", "router.bogus"},
+        UnknownKeyCase{"[router.limits]\nbogus = 1\n", "router.limits.bogus"},
+        UnknownKeyCase{"[router.timeouts]\nbogus = 1\n", "router.timeouts.bogus"},
+        UnknownKeyCase{"[router.routing]\nbogus = 1\n", "router.routing.bogus"},
+        UnknownKeyCase{"[router.routing.weights]\nbogus = 1\n", "router.routing.weights.bogus"},
+        UnknownKeyCase{"[router.routing.load_guard]\nbogus = 1\n", "router.routing.load_guard.bogus"},
+        UnknownKeyCase{"[router.admission]\nbogus = 1\n", "router.admission.bogus"},
+        UnknownKeyCase{"[router.admission.models]\nbogus = 1\n", "router.admission.models.bogus"},
+        UnknownKeyCase{"[router.admission.models.\"m/x.y\"]\nbogus = 1\n",
+                       "router.admission.models.\"m/x.y\".bogus"},
+        UnknownKeyCase{"[[router.nodes]]\nbogus = 1\nurl = \"http://a:1\"\n", "router.nodes[0].bogus"},
+        UnknownKeyCase{"[[router.nodes]]\nurl = \"http://a:1\"\n[[router.nodes]]\nurl = \"http://b:1\"\n"
+                       "bogus = 1\n",
+                       "router.nodes[1].bogus", "5:1"},
+        UnknownKeyCase{"[state]\nbogus = 1\n", "state.bogus"},
+        UnknownKeyCase{"[state.etcd]\nbogus = 1\n", "state.etcd.bogus"},
+        UnknownKeyCase{"[state.gossip]\nbogus = 1\n", "state.gossip.bogus"},
+        UnknownKeyCase{"[agent]\nbogus = 1\n", "agent.bogus"},
+        UnknownKeyCase{"[engine]\nbogus = 1\n", "engine.bogus"},
+        UnknownKeyCase{"[engine.sub]\nbogus = 1\n", "engine.sub", "1:9"}));
 
 TEST(Config, UnknownKeySuggestsTheNearestKnownKey) {
   EXPECT_EQ(error_of("[router]\nlisen = \"a:1\"\n"),
@@ -243,12 +247,13 @@ TEST(Config, EveryProblemInTheFileIsReportedInOrder) {
   auto r = load("[router]\nlisten = 1\npolicy = \"x\"\nbogus = 2\n[engine]\nport = 0\n");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ConfigError::wrong_type);  // the first problem decides the code
-  EXPECT_EQ(r.error().message,
-            "cognitora.toml:2:10: key 'router.listen' expected string, got integer\n"
-            "cognitora.toml:3:10: key 'router.policy' expected one of kv|round_robin|random|least_load|session, "
-            "got \"x\"\n"
-            "cognitora.toml:4:1: unknown key 'router.bogus'\n"
-            "cognitora.toml:6:8: key 'engine.port' expected integer in [1, 65535], got 0");
+  EXPECT_EQ(
+      r.error().message,
+      "cognitora.toml:2:10: key 'router.listen' expected string, got integer\n"
+      "cognitora.toml:3:10: key 'router.policy' expected one of kv|round_robin|random|least_load|session, "
+      "got \"x\"\n"
+      "cognitora.toml:4:1: unknown key 'router.bogus'\n"
+      "cognitora.toml:6:8: key 'engine.port' expected integer in [1, 65535], got 0");
 }
 
 TEST(Config, MissingRequiredKeyNamesTheTable) {
@@ -262,13 +267,16 @@ TEST(Config, OutOfRangeNamesTheRange) {
   EXPECT_EQ(error_of("[router.routing]\nblock_bytes = 2048\n"),
             "cognitora.toml:2:15: key 'router.routing.block_bytes' expected integer in [64, 1024], got 2048");
   EXPECT_EQ(error_of("[router.routing]\nblock_bytes = 100\n"),
-            "cognitora.toml:2:15: key 'router.routing.block_bytes' expected a multiple of 64 in [64, 1024], got 100");
-  EXPECT_EQ(error_of("[router.routing.weights]\nram_tier_credit = 1.5\n"),
-            "cognitora.toml:2:19: key 'router.routing.weights.ram_tier_credit' expected number in [0, 1], got 1.5");
+            "cognitora.toml:2:15: key 'router.routing.block_bytes' expected a multiple of 64 in [64, 1024], "
+            "got 100");
+  EXPECT_EQ(
+      error_of("[router.routing.weights]\nram_tier_credit = 1.5\n"),
+      "cognitora.toml:2:19: key 'router.routing.weights.ram_tier_credit' expected number in [0, 1], got 1.5");
   EXPECT_EQ(error_of("[router.limits]\nmax_json_depth = -1\n"),
             "cognitora.toml:2:18: key 'router.limits.max_json_depth' expected integer in [1, 1024], got -1");
-  EXPECT_EQ(error_of("[router.routing.weights]\ntemperature = nan\n"),
-            "cognitora.toml:2:15: key 'router.routing.weights.temperature' expected number in [0, 1000], got nan");
+  EXPECT_EQ(
+      error_of("[router.routing.weights]\ntemperature = nan\n"),
+      "cognitora.toml:2:15: key 'router.routing.weights.temperature' expected number in [0, 1000], got nan");
   EXPECT_EQ(code_of("[router.routing]\nblock_bytes = 2048\n"), ConfigError::out_of_range);
   EXPECT_EQ(code_of("[router.routing]\nblock_bytes = 100\n"), ConfigError::bad_value);
   for (uint32_t ok : {64u, 256u, 1024u}) {
@@ -279,15 +287,19 @@ TEST(Config, OutOfRangeNamesTheRange) {
 }
 
 TEST(Config, EnumsListTheAllowedValues) {
-  EXPECT_EQ(error_of("[router]\nstate_backend = \"consul\"\n"),
-            "cognitora.toml:2:17: key 'router.state_backend' expected one of static|etcd|gossip, got \"consul\"");
-  EXPECT_EQ(error_of("[log]\nlevel = \"verbose\"\n"),
-            "cognitora.toml:2:9: key 'log.level' expected one of trace|debug|info|warn|error|off, got \"verbose\"");
-  EXPECT_EQ(error_of("[[router.nodes]]\nurl = \"http://a:1\"\nrole = \"both \"\n"),
-            "cognitora.toml:3:8: key 'router.nodes[0].role' expected one of prefill|decode|both, got \"both \"");
-  EXPECT_EQ(error_of("[engine]\nkind = \"vLLM\"\n"),
-            "cognitora.toml:2:8: key 'engine.kind' expected one of vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim, "
-            "got \"vLLM\"");
+  EXPECT_EQ(
+      error_of("[router]\nstate_backend = \"consul\"\n"),
+      "cognitora.toml:2:17: key 'router.state_backend' expected one of static|etcd|gossip, got \"consul\"");
+  EXPECT_EQ(
+      error_of("[log]\nlevel = \"verbose\"\n"),
+      "cognitora.toml:2:9: key 'log.level' expected one of trace|debug|info|warn|error|off, got \"verbose\"");
+  EXPECT_EQ(
+      error_of("[[router.nodes]]\nurl = \"http://a:1\"\nrole = \"both \"\n"),
+      "cognitora.toml:3:8: key 'router.nodes[0].role' expected one of prefill|decode|both, got \"both \"");
+  EXPECT_EQ(
+      error_of("[engine]\nkind = \"vLLM\"\n"),
+      "cognitora.toml:2:8: key 'engine.kind' expected one of vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim, "
+      "got \"vLLM\"");
 }
 
 TEST(Config, AddressesAreValidated) {
@@ -300,11 +312,13 @@ TEST(Config, AddressesAreValidated) {
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_EQ(r->router.listen, good);
   }
-  EXPECT_EQ(error_of("[[router.nodes]]\nurl = \"ftp://x\"\n"),
-            "cognitora.toml:2:7: key 'router.nodes[0].url' expected an http:// or https:// URL, got \"ftp://x\"");
-  EXPECT_EQ(error_of("[agent]\nnode_id = \"a/b\"\n"),
-            "cognitora.toml:2:11: key 'agent.node_id' expected at most 128 characters from [A-Za-z0-9._-] (it is a "
-            "key in etcd and a metric label)");
+  EXPECT_EQ(
+      error_of("[[router.nodes]]\nurl = \"ftp://x\"\n"),
+      "cognitora.toml:2:7: key 'router.nodes[0].url' expected an http:// or https:// URL, got \"ftp://x\"");
+  EXPECT_EQ(
+      error_of("[agent]\nnode_id = \"a/b\"\n"),
+      "cognitora.toml:2:11: key 'agent.node_id' expected at most 128 characters from [A-Za-z0-9._-] (it is a "
+      "key in etcd and a metric label)");
 }
 
 TEST(Config, StaticNodesGetNamesRolesAndUniqueness) {
@@ -326,8 +340,11 @@ models = ["a", "b"]
   EXPECT_EQ(r->router.nodes[1].role, "decode");
   EXPECT_EQ(r->router.nodes[1].models, (std::vector<std::string>{"a", "b"}));
 
-  EXPECT_EQ(error_of("[[router.nodes]]\nurl = \"http://a:1\"\n[[router.nodes]]\nurl = \"http://b:1\"\nname = \"a:1\"\n"),
-            "cognitora.toml:5:8: key 'router.nodes[1].name' duplicates node name \"a:1\"; node names must be unique");
+  EXPECT_EQ(
+      error_of(
+          "[[router.nodes]]\nurl = \"http://a:1\"\n[[router.nodes]]\nurl = \"http://b:1\"\nname = \"a:1\"\n"),
+      "cognitora.toml:5:8: key 'router.nodes[1].name' duplicates node name \"a:1\"; node names must be "
+      "unique");
 }
 
 TEST(Config, AdmissionCapsPerModelAndRole) {
@@ -353,10 +370,12 @@ prefill_max_queue = 3
 }
 
 TEST(Config, TlsCertAndKeyGoTogether) {
-  EXPECT_EQ(error_of("[router]\ntls_cert = \"c.pem\"\n"),
-            "cognitora.toml:2:12: key 'router.tls_cert' is set but 'router.tls_key' is not; give both or neither");
-  EXPECT_EQ(error_of("[router]\ntls_key = \"k.pem\"\n"),
-            "cognitora.toml:2:11: key 'router.tls_key' is set but 'router.tls_cert' is not; give both or neither");
+  EXPECT_EQ(
+      error_of("[router]\ntls_cert = \"c.pem\"\n"),
+      "cognitora.toml:2:12: key 'router.tls_cert' is set but 'router.tls_key' is not; give both or neither");
+  EXPECT_EQ(
+      error_of("[router]\ntls_key = \"k.pem\"\n"),
+      "cognitora.toml:2:11: key 'router.tls_key' is set but 'router.tls_cert' is not; give both or neither");
   EXPECT_TRUE(load("[router]\ntls_cert = \"c\"\ntls_key = \"k\"\n").ok());
 }
 
@@ -376,12 +395,15 @@ TEST(Config, MissingSecretVariableIsAnErrorNamingIt) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ConfigError::missing_env);
   EXPECT_EQ(r.error().message,
-            "cognitora.toml:2:16: key 'router.api_keys_env' names environment variable 'CGN_T_NOPE', which is not set");
-  EXPECT_EQ(error_of("[state.gossip]\nsecret_env = \"CGN_T_EMPTY\"\n", {{"CGN_T_EMPTY", ""}}),
-            "cognitora.toml:2:14: key 'state.gossip.secret_env' names environment variable 'CGN_T_EMPTY', which is "
-            "empty");
+            "cognitora.toml:2:16: key 'router.api_keys_env' names environment variable 'CGN_T_NOPE', which "
+            "is not set");
+  EXPECT_EQ(
+      error_of("[state.gossip]\nsecret_env = \"CGN_T_EMPTY\"\n", {{"CGN_T_EMPTY", ""}}),
+      "cognitora.toml:2:14: key 'state.gossip.secret_env' names environment variable 'CGN_T_EMPTY', which is "
+      "empty");
   EXPECT_EQ(error_of("[state.gossip]\nsecret_env = \"\"\n"),
-            "cognitora.toml:2:14: key 'state.gossip.secret_env' expected the name of an environment variable, got \"\"");
+            "cognitora.toml:2:14: key 'state.gossip.secret_env' expected the name of an environment "
+            "variable, got \"\"");
 }
 
 TEST(Config, ProcessEnvironmentIsTheDefaultLookup) {
@@ -435,7 +457,8 @@ TEST(Config, OversizedInputIsRefusedBeforeParsing) {
   auto r = load(big);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ConfigError::too_large);
-  EXPECT_EQ(r.error().message, "cognitora.toml: 1048577 bytes exceeds the 1048576-byte limit for a config file");
+  EXPECT_EQ(r.error().message,
+            "cognitora.toml: 1048577 bytes exceeds the 1048576-byte limit for a config file");
 }
 
 TEST(Config, FilesAreReadFromDisk) {
@@ -443,12 +466,14 @@ TEST(Config, FilesAreReadFromDisk) {
   auto missing = load_config(dir.file("nope.toml"));
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code, ConfigError::io);
-  EXPECT_EQ(missing.error().message, dir.file("nope.toml") + ": cannot open config file: No such file or directory");
+  EXPECT_EQ(missing.error().message,
+            dir.file("nope.toml") + ": cannot open config file: No such file or directory");
 
   testing::write_file(dir.file("c.toml"), "[router]\nlisten = 1\n");
   auto bad = load_config(dir.file("c.toml"));
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message, dir.file("c.toml") + ":2:10: key 'router.listen' expected string, got integer");
+  EXPECT_EQ(bad.error().message,
+            dir.file("c.toml") + ":2:10: key 'router.listen' expected string, got integer");
 
   testing::write_file(dir.file("big.toml"), std::string(kMaxConfigBytes + 10, '\n'));
   auto big = load_config(dir.file("big.toml"));
