@@ -679,8 +679,7 @@
     updateKpis(v, list, up, f, energy);
     updateTable(list);
     drawAll();
-    const cgn = [...f.keys()].some((k) => k.startsWith("cgn_router_") || k.startsWith("cgn_cluster_"));
-    return cgn;
+    return [...f.keys()].some((k) => k.startsWith("cgn_"));
   }
 
   // ---- rendering ----------------------------------------------------------------------------
@@ -904,7 +903,7 @@
       if (cgn) {
         hideBanner();
       } else {
-        showBanner("warn", "No Cognitora metrics", [{ code: cfg.endpoint }, " serves Prometheus text but no cgn_router_* or cgn_cluster_* series: is this a Cognitora router?"]);
+        showBanner("warn", "No Cognitora metrics", [{ code: cfg.endpoint }, " serves Prometheus text but no cgn_* series: is this a Cognitora /metrics?"]);
       }
       if (cfg.notes.length) {
         showBanner("warn", "Deep link", [cfg.notes.join("; ") + "."]);

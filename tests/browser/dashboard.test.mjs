@@ -209,6 +209,25 @@ test("an endpoint that is not Prometheus text shows a visible error", async () =
   }
 });
 
+test("Prometheus text without cgn_ series is read, with a warning that it is not Cognitora's", async () => {
+  const other = await startServer((req, res) => {
+    res.writeHead(200, { "Content-Type": "text/plain; version=0.0.4", "Access-Control-Allow-Origin": "*" });
+    res.end("# TYPE up gauge\nup 1\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.5\n");
+  });
+  try {
+    const { page, errors } = await open(pageUrl({ endpoint: other.url, interval: "500" }));
+    await page.locator("#banner").waitFor({ state: "visible" });
+    assert.match(await bannerText(page), /No Cognitora metrics/);
+    assert.equal(await page.locator("#banner").getAttribute("data-level"), "warn");
+    assert.equal(await page.locator("#status").getAttribute("data-state"), "live");
+    assert.equal(await page.locator("#nodes-empty").isVisible(), true);
+    assert.deepEqual(errors, []);
+    await page.close();
+  } finally {
+    await other.close();
+  }
+});
+
 test("a refused CORS request and an HTTP error are told apart from a dead endpoint", async () => {
   const body = (await fetchText(endpoint)).text;
   const noCors = await startServer((req, res) => {
