@@ -5,8 +5,48 @@
 
 namespace cgn {
 
+namespace {
+
+// Length of the well-formed UTF-8 sequence starting at s[i] (RFC 3629: no overlongs, no
+// surrogates, nothing above U+10FFFF), or 0 if the bytes there are not one.
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = byte(i);
+  size_t n = 0;
+  unsigned char lo = 0x80;
+  unsigned char hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    lo = c == 0xE0 ? 0xA0 : 0x80;
+    hi = c == 0xED ? 0x9F : 0xBF;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    lo = c == 0xF0 ? 0x90 : 0x80;
+    hi = c == 0xF4 ? 0x8F : 0xBF;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) {
+    return 0;
+  }
+  if (byte(i + 1) < lo || byte(i + 1) > hi) {
+    return 0;
+  }
+  for (size_t k = 2; k < n; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) {
+      return 0;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
 void append_json_escaped(std::string& out, std::string_view s) {
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
     switch (c) {
       case '"':
         out += "\\\"";
@@ -28,8 +68,15 @@ void append_json_escaped(std::string& out, std::string_view s) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\u%04x", c);
           out += buf;
-        } else {
+        } else if (c < 0x80) {
           out += static_cast<char>(c);
+        } else if (size_t n = utf8_sequence_length(s, i); n > 0) {
+          out.append(s.substr(i, n));
+          i += n - 1;
+        } else {
+          // Messages may quote client bytes (a model name, a header): an invalid byte becomes
+          // U+FFFD so the body is always valid JSON.
+          out += "\\ufffd";
         }
     }
   }
@@ -73,7 +120,9 @@ ApiError bad_request(std::string message, std::string param, std::string code) {
 ApiError unauthorized(std::string message) {
   return make(401, "authentication_error", std::move(message), "", "invalid_api_key");
 }
-ApiError forbidden(std::string message) { return make(403, "permission_error", std::move(message)); }
+ApiError forbidden(std::string message) {
+  return make(403, "permission_error", std::move(message));
+}
 ApiError not_found(std::string message, std::string param, std::string code) {
   return make(404, "not_found_error", std::move(message), std::move(param), std::move(code));
 }
@@ -92,7 +141,9 @@ ApiError unprocessable(std::string message, std::string param) {
 ApiError too_many_requests(std::string message, std::string code) {
   return make(429, "rate_limit_error", std::move(message), "", std::move(code));
 }
-ApiError internal_error(std::string message) { return make(500, "server_error", std::move(message)); }
+ApiError internal_error(std::string message) {
+  return make(500, "server_error", std::move(message));
+}
 ApiError bad_gateway(std::string message) {
   return make(502, "server_error", std::move(message), "", "upstream_error");
 }

@@ -33,7 +33,8 @@ ApiError bad_gateway(std::string message);
 ApiError service_unavailable(std::string message, std::string code = "");
 ApiError gateway_timeout(std::string message);
 
-// Escapes s as the contents of a JSON string (no surrounding quotes).
+// Escapes s as the contents of a JSON string (no surrounding quotes). Control bytes become \uXXXX
+// escapes and bytes that are not well-formed UTF-8 become \ufffd, so the output is always valid JSON.
 void append_json_escaped(std::string& out, std::string_view s);
 
 }  // namespace cgn
