@@ -1,0 +1,65 @@
+// Routing policy and weights: plain data, swappable at run time (RoutingCore::set_policy).
+// Defaults and tuning advice: docs/architecture/routing.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "core/clock.h"
+#include "routing/prefix_index.h"
+
+namespace cgn::routing {
+
+enum class PolicyKind : uint8_t { kKv = 0, kRoundRobin, kRandom, kLeastLoad, kSession };
+
+std::string_view to_string(PolicyKind k);
+// "kv", "round_robin", "random", "least_load", "session"; nullopt otherwise.
+std::optional<PolicyKind> parse_policy_kind(std::string_view s);
+
+// The TTFT estimate (seconds) of node n for a request:
+//   uncached = max(0, prompt_tokens - credited_blocks * tokens_per_block)
+//   prefill  = uncached / rate(n)
+//   wait     = max(queue_depth * queue_seconds, inflight_prefill_tokens / rate(n))
+//              + running * running_seconds
+//   kv       = kv_used > kv_knee ? kv_pressure_seconds * (kv_used - kv_knee) / (1 - kv_knee) : 0
+//   power    = power > watt_limit > 0 ? watt_penalty_seconds * (power - watt_limit) / watt_limit : 0
+//   ttft     = prefill + wait + kv + power
+struct ScoreWeights {
+  double prefill_tokens_per_s = 8000;  // default node prefill speed when a node reports none
+  double queue_seconds = 0.1;          // expected wait per request already queued on the node
+  double running_seconds = 0.005;      // slowdown per running (decoding) request
+  double kv_knee = 0.8;
+  double kv_pressure_seconds = 1.0;
+  double watt_penalty_seconds = 0.5;
+  TierCredit credit;             // engine 1.0, RAM 0.75, SSD 0.25, optimistic x1.0
+  uint32_t block_bytes = 256;    // bytes of canonical prompt per digest (DESIGN.md §4)
+  double bytes_per_token = 4.0;  // prompt bytes per token, for block <-> token conversions
+};
+
+// Applied before overlap: cache affinity must never pile a hot prefix onto an overloaded node.
+// load(n) = max(queue_depth + running, router in-flight requests to n).
+struct LoadGuard {
+  bool enabled = true;
+  double max_queue_depth = 64;  // hard filter: nodes with more waiting requests are skipped
+  double max_kv_used = 0.97;    // hard filter: nodes with fuller KV are skipped
+  // Spread rule: node n is skipped when load(n) - min_load >= spread_abs and
+  // load(n) >= spread_rel * (min_load + 1), min over the nodes left by the hard filters.
+  double spread_abs = 8;
+  double spread_rel = 2.0;
+};
+
+struct RoutingPolicy {
+  PolicyKind kind = PolicyKind::kKv;
+  ScoreWeights weights;
+  LoadGuard guard;
+  // kv policy only: 0 = always the lowest estimate (random among exact ties); > 0 = softmax
+  // sampling of the first choice, p ~ exp(-(ttft - best) / temperature_s).
+  double temperature_s = 0;
+  // Nodes whose state was not refreshed for this long are treated as unhealthy (0 = never).
+  Nanos max_staleness = 30 * kNanosPerSecond;
+  // Estimates that differ by less than this are ties (broken at random).
+  double tie_epsilon_s = 1e-6;
+};
+
+}  // namespace cgn::routing

@@ -1,0 +1,744 @@
+#include "routing/router_core.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "routing/test_util.h"
+
+namespace cgn::routing {
+namespace {
+
+using testing::digests;
+using testing::shared_prefix_prompt;
+
+constexpr Nanos kSec = kNanosPerSecond;
+
+// "prefix" + number without operator+(const char*, string&&), which trips GCC 12's -Wrestrict.
+std::string name_of(std::string prefix, long long n) {
+  prefix.append(std::to_string(n));
+  return prefix;
+}
+
+struct NodeSpec {
+  double queue = 0;
+  double running = 0;
+  double kv = 0;
+  Health health = Health::kHealthy;
+  bool cordoned = false;
+  NodeRole role = NodeRole::kBoth;
+  std::string model = "m";
+  GpuIdentity gpu;
+  double power = 0;
+  double watt_limit = 0;
+};
+
+NodeUpdate update_of(const NodeSpec& s) {
+  NodeUpdate u;
+  u.models = std::vector<std::string>{s.model};
+  u.health = s.health;
+  u.cordoned = s.cordoned;
+  u.role = s.role;
+  u.queue_depth = s.queue;
+  u.running = s.running;
+  u.kv_used_ratio = s.kv;
+  u.gpu = s.gpu;
+  u.power_watts = s.power;
+  u.watt_limit_watts = s.watt_limit;
+  return u;
+}
+
+struct Fleet {
+  explicit Fleet(RoutingPolicy p = {}, uint64_t seed = 7) : core(clock, p, IndexConfig{}, seed) {}
+  NodeIndex add(const std::string& id, const NodeSpec& s = {}) {
+    return core.upsert_node(id, update_of(s), UpdateSource::kStatic);
+  }
+  ManualClock clock{1000 * kSec};
+  RoutingCore core;
+};
+
+RouteRequest request_for(const std::vector<Digest>& d, std::string_view model = "m") {
+  RouteRequest r;
+  r.model = model;
+  r.digests = d;
+  return r;
+}
+
+// ---------------------------------------------------------------- eligibility
+
+struct EligibilityCase {
+  std::string name;
+  std::function<void(Fleet&)> setup;
+  std::function<void(RouteRequest&)> tweak;
+  RouteError expected;
+};
+
+TEST(RoutingCore, NamesWhyNoNodeIsEligible) {
+  const std::vector<EligibilityCase> cases = {
+      {"empty_table", [](Fleet&) {}, nullptr, RouteError::kNoNodes},
+      {"model_not_served", [](Fleet& f) { f.add("a", {.model = "other"}); }, nullptr,
+       RouteError::kModelNotServed},
+      {"role_mismatch", [](Fleet& f) { f.add("a", {.role = NodeRole::kDecode}); },
+       [](RouteRequest& r) { r.role = RoleWanted::kPrefill; }, RouteError::kRoleMismatch},
+      {"too_little_vram",
+       [](Fleet& f) {
+         f.add("a", {.gpu = {"L4", "nvidia", 8000}});
+       },
+       [](RouteRequest& r) { r.min_vram_mb = 16000; }, RouteError::kCapability},
+      {"no_gpu",
+       [](Fleet& f) {
+         f.add("a", {.gpu = {"", "cpu", 0}});
+       },
+       [](RouteRequest& r) { r.require_gpu = true; }, RouteError::kCapability},
+      {"unhealthy",
+       [](Fleet& f) {
+         f.add("a", {.health = Health::kUnhealthy});
+         f.add("b", {.health = Health::kUnknown});
+       },
+       nullptr, RouteError::kAllUnhealthy},
+      {"stale",
+       [](Fleet& f) {
+         f.add("a");
+         f.clock.advance(31 * kSec);
+       },
+       nullptr, RouteError::kAllUnhealthy},
+      {"cordoned", [](Fleet& f) { f.add("a", {.cordoned = true}); }, nullptr, RouteError::kAllCordoned},
+      {"queue_over_guard", [](Fleet& f) { f.add("a", {.queue = 65}); }, nullptr, RouteError::kAllOverloaded},
+      {"kv_over_guard", [](Fleet& f) { f.add("a", {.kv = 0.99}); }, nullptr, RouteError::kAllOverloaded},
+      {"too_many_digests", [](Fleet& f) { f.add("a"); },
+       [](RouteRequest& r) {
+         static const auto many = digests(99, 8193);
+         r.digests = many;
+       },
+       RouteError::kTooManyDigests},
+  };
+  for (const auto& c : cases) {
+    Fleet f;
+    c.setup(f);
+    const auto d = digests(1, 4);
+    RouteRequest r = request_for(d);
+    if (c.tweak) {
+      c.tweak(r);
+    }
+    auto res = f.core.decide(r);
+    ASSERT_FALSE(res.ok()) << c.name;
+    EXPECT_EQ(res.error().code, c.expected) << c.name << ": " << res.error().message;
+    EXPECT_FALSE(res.error().message.empty()) << c.name;
+  }
+}
+
+TEST(RoutingCore, NodesWithoutGpuIdentityAreNeverCapabilityFiltered) {
+  Fleet f;
+  f.add("unknown-gpu");
+  const auto d = digests(1, 2);
+  RouteRequest r = request_for(d);
+  r.min_vram_mb = 80000;
+  r.require_gpu = true;
+  auto res = f.core.decide(r);
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->ranked.size(), 1u);
+}
+
+TEST(RoutingCore, RoleFitsTable) {
+  struct C {
+    NodeRole have;
+    RoleWanted want;
+    bool fits;
+  };
+  for (const C c :
+       {C{NodeRole::kBoth, RoleWanted::kAny, true}, C{NodeRole::kPrefill, RoleWanted::kAny, true},
+        C{NodeRole::kBoth, RoleWanted::kPrefill, true}, C{NodeRole::kDecode, RoleWanted::kPrefill, false},
+        C{NodeRole::kDecode, RoleWanted::kDecode, true}, C{NodeRole::kPrefill, RoleWanted::kBoth, false},
+        C{NodeRole::kBoth, RoleWanted::kBoth, true}}) {
+    EXPECT_EQ(role_fits(c.have, c.want), c.fits) << to_string(c.have) << " " << static_cast<int>(c.want);
+  }
+}
+
+// ---------------------------------------------------------------- the kv score
+
+TEST(RoutingCore, KvPrefersLongestOverlapAtEqualLoad) {
+  Fleet f;
+  const auto d = digests(2, 32);
+  f.add("a");
+  const NodeIndex b = f.add("b");
+  f.add("c");
+  f.core.confirm_prefixes(b, d);
+  f.core.confirm_prefixes(f.core.find_node("c"), std::span(d).first(8));
+  auto res = f.core.decide(request_for(d));
+  ASSERT_TRUE(res.ok());
+  ASSERT_EQ(res->ranked.size(), 3u);
+  EXPECT_EQ(res->ranked[0].node, b);
+  EXPECT_EQ(res->ranked[0].overlap_blocks, 32u);
+  EXPECT_EQ(res->ranked[1].node, f.core.find_node("c"));
+  EXPECT_EQ(res->ranked[1].overlap_blocks, 8u);
+  EXPECT_LT(res->ranked[0].ttft_s, res->ranked[1].ttft_s);
+  EXPECT_LT(res->ranked[1].ttft_s, res->ranked[2].ttft_s);
+}
+
+// Overlap against queue: the cached node wins while its queue costs less than the prefill it
+// saves (64 blocks * 64 tokens at 8000 tok/s = 0.512 s; 0.1 s per queued request).
+TEST(RoutingCore, KvTradesOverlapAgainstQueue) {
+  struct C {
+    double cached_queue;
+    bool cached_wins;
+  };
+  for (const C c : {C{0, true}, C{3, true}, C{5, true}, C{6, false}, C{7, false}}) {
+    Fleet f;
+    const auto d = digests(3, 64);
+    const NodeIndex cached = f.add("cached", {.queue = c.cached_queue});
+    const NodeIndex idle = f.add("idle");
+    f.core.confirm_prefixes(cached, d);
+    auto res = f.core.decide(request_for(d));
+    ASSERT_TRUE(res.ok());
+    EXPECT_EQ(res->ranked[0].node, c.cached_wins ? cached : idle) << "queue " << c.cached_queue;
+    EXPECT_EQ(res->guarded_out, 0u);
+  }
+}
+
+TEST(RoutingCore, EstimateFollowsTheDocumentedFormula) {
+  RoutingPolicy p;
+  Fleet f(p);
+  const auto d = digests(4, 10);
+  const NodeIndex n = f.add("a", {.queue = 2, .running = 4, .kv = 0.9, .power = 330, .watt_limit = 300});
+  f.core.confirm_prefixes(n, std::span(d).first(4));
+  RouteRequest r = request_for(d);
+  r.prompt_tokens = 700;  // 10 full blocks of 64 tokens plus a partial tail
+  auto res = f.core.decide(r);
+  ASSERT_TRUE(res.ok());
+  const ScoreWeights& w = p.weights;
+  const double prefill = (700.0 - 4 * 64) / w.prefill_tokens_per_s;
+  const double wait = 2 * w.queue_seconds + 4 * w.running_seconds;
+  const double kv = w.kv_pressure_seconds * (0.9 - w.kv_knee) / (1 - w.kv_knee);
+  const double power = w.watt_penalty_seconds * 30.0 / 300.0;
+  EXPECT_NEAR(res->ranked[0].ttft_s, prefill + wait + kv + power, 1e-9);
+}
+
+TEST(RoutingCore, WattLimitPenaltyOnlyWithPowerData) {
+  Fleet f;
+  const auto d = digests(5, 8);
+  f.add("hot", {.power = 450, .watt_limit = 300});
+  const NodeIndex cool = f.add("cool", {.power = 250, .watt_limit = 300});
+  const NodeIndex unknown = f.add("no-data");
+  auto res = f.core.decide(request_for(d));
+  ASSERT_TRUE(res.ok());
+  EXPECT_NE(res->ranked[0].node, f.core.find_node("hot"));
+  EXPECT_EQ(res->ranked[2].node, f.core.find_node("hot"));
+  // Cool and no-data nodes carry no penalty at all.
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(res->ranked[i].node == cool || res->ranked[i].node == unknown);
+  }
+  EXPECT_DOUBLE_EQ(res->ranked[0].ttft_s, res->ranked[1].ttft_s);
+}
+
+TEST(RoutingCore, MeasuredPrefillSpeedChangesTheEstimate) {
+  Fleet f;
+  const auto d = digests(6, 16);
+  f.add("slow");
+  const NodeIndex fast = f.add("fast");
+  NodeUpdate u;
+  u.prefill_tokens_per_s = 50'000;
+  f.core.upsert_node("fast", u, UpdateSource::kAgentHealth);
+  auto res = f.core.decide(request_for(d));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->ranked[0].node, fast);
+}
+
+TEST(RoutingCore, DeadlineAdmissionUsesTheSameEstimate) {
+  Fleet f;
+  f.add("a", {.queue = 20});  // 2 s of queue
+  const auto d = digests(7, 4);
+  RouteRequest r = request_for(d);
+  r.deadline = 1 * kSec;
+  auto res = f.core.decide(r);
+  ASSERT_TRUE(res.ok());
+  EXPECT_FALSE(res->deadline_ok);
+  r.deadline = 5 * kSec;
+  EXPECT_TRUE(f.core.decide(r)->deadline_ok);
+}
+
+TEST(RoutingCore, TierCreditPrefersEngineResidentBlocks) {
+  Fleet f;
+  const auto d = digests(8, 32);
+  const NodeIndex ssd = f.add("ssd");
+  const NodeIndex ram = f.add("ram");
+  const NodeIndex eng = f.add("engine");
+  f.core.confirm_prefixes(ssd, d, Tier::kSsd);
+  f.core.confirm_prefixes(ram, d, Tier::kRam);
+  f.core.confirm_prefixes(eng, d, Tier::kEngine);
+  auto res = f.core.decide(request_for(d));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->ranked[0].node, eng);
+  EXPECT_EQ(res->ranked[1].node, ram);
+  EXPECT_EQ(res->ranked[2].node, ssd);
+  EXPECT_FLOAT_EQ(res->ranked[1].credited_blocks, 24.0F);
+  EXPECT_FLOAT_EQ(res->ranked[2].credited_blocks, 8.0F);
+}
+
+// ---------------------------------------------------------------- load guard: pile-up cases
+
+// Counts how many of `requests` go to each node when every request is dispatched and none
+// completes before the next (high concurrency) or each completes at once (concurrency 1).
+std::map<NodeIndex, int> run_workload(Fleet& f, int requests, bool concurrent,
+                                      const std::function<std::vector<Digest>(int)>& prompt) {
+  std::map<NodeIndex, int> counts;
+  for (int i = 0; i < requests; ++i) {
+    const auto d = prompt(i);
+    const RouteRequest r = request_for(d);
+    auto res = f.core.decide(r);
+    EXPECT_TRUE(res.ok()) << res.error().message;
+    if (!res.ok()) {
+      return counts;
+    }
+    const NodeIndex n = res->ranked[0].node;
+    ++counts[n];
+    auto t = f.core.record_dispatch(n, r);
+    if (!concurrent) {
+      f.core.record_first_token(t);
+      f.core.record_completion(t);
+    }
+    f.clock.advance(kNanosPerMilli);
+  }
+  return counts;
+}
+
+struct PileUpCase {
+  std::string name;  // the anchor complaint it reproduces
+  bool guard;
+  bool concurrent;
+  int min_per_node;  // of 200 requests over 4 nodes
+};
+
+TEST(LoadGuard, SharedSystemPromptDoesNotPileOntoOneNode) {
+  // Dynamo #737: every request shares a long system prompt that one node already holds.
+  for (const PileUpCase& c :
+       {PileUpCase{"guard_on", true, true, 25}, PileUpCase{"score_alone", false, true, 25}}) {
+    RoutingPolicy p;
+    p.guard.enabled = c.guard;
+    Fleet f(p);
+    std::vector<NodeIndex> nodes;
+    for (const char* id : {"a", "b", "c", "d"}) {
+      nodes.push_back(f.add(id));
+    }
+    f.core.confirm_prefixes(nodes[0], shared_prefix_prompt(0, 48, 0));
+    auto counts = run_workload(f, 200, c.concurrent, [](int i) { return shared_prefix_prompt(i, 48, 16); });
+    for (NodeIndex n : nodes) {
+      EXPECT_GE(counts[n], c.min_per_node) << c.name << " node " << n;
+    }
+  }
+}
+
+TEST(LoadGuard, CacheMissAtLowConcurrencyDoesNotRepeatOneReplica) {
+  // SGLang #32983: with nothing cached and nothing running, ties must not always go to the
+  // same node.
+  Fleet f;
+  for (const char* id : {"a", "b", "c", "d"}) {
+    f.add(id);
+  }
+  auto counts = run_workload(f, 400, /*concurrent=*/false, [](int i) { return digests(5000 + i, 16); });
+  ASSERT_EQ(counts.size(), 4u);
+  for (const auto& [n, k] : counts) {
+    EXPECT_GE(k, 60) << "node " << n;  // fair share is 100
+  }
+}
+
+TEST(LoadGuard, SpreadRuleTable) {
+  struct C {
+    std::string name;
+    double cached_queue;
+    double cached_running;
+    double others_queue;
+    bool cached_chosen;
+    uint32_t guarded_out;
+  };
+  // The cached node holds the whole 8-block prompt; the others hold nothing. With a short
+  // prompt the score alone would keep choosing the cached node; the spread rule stops it
+  // when it is far busier than the least busy node.
+  const std::vector<C> cases = {
+      {"balanced", 0, 0, 0, true, 0},
+      {"mild_imbalance_keeps_affinity", 3, 4, 0, true, 0},
+      {"far_busier_is_skipped", 30, 10, 0, false, 1},
+      {"abs_gap_but_not_relative", 20, 0, 14, true, 0},
+      {"relative_but_small_abs_gap", 5, 0, 0, true, 0},
+  };
+  for (const auto& c : cases) {
+    RoutingPolicy p;
+    p.weights.queue_seconds = 0.001;  // make affinity dominate the score
+    Fleet f(p);
+    const NodeIndex cached = f.add("cached", {.queue = c.cached_queue, .running = c.cached_running});
+    f.add("b", {.queue = c.others_queue});
+    f.add("c", {.queue = c.others_queue});
+    const auto d = digests(9, 8);
+    f.core.confirm_prefixes(cached, d);
+    auto res = f.core.decide(request_for(d));
+    ASSERT_TRUE(res.ok()) << c.name;
+    EXPECT_EQ(res->ranked[0].node == cached, c.cached_chosen) << c.name;
+    EXPECT_EQ(res->guarded_out, c.guarded_out) << c.name;
+  }
+}
+
+TEST(LoadGuard, HardFiltersSkipOverloadedCachedNode) {
+  struct C {
+    std::string name;
+    NodeSpec cached;
+  };
+  for (const C& c : {C{"queue", {.queue = 70}}, C{"kv", {.kv = 0.98}}}) {
+    Fleet f;
+    const NodeIndex cached = f.add("cached", c.cached);
+    const NodeIndex other = f.add("other");
+    const auto d = digests(10, 8);
+    f.core.confirm_prefixes(cached, d);
+    auto res = f.core.decide(request_for(d));
+    ASSERT_TRUE(res.ok()) << c.name;
+    ASSERT_EQ(res->ranked.size(), 1u) << c.name;
+    EXPECT_EQ(res->ranked[0].node, other) << c.name;
+    EXPECT_EQ(res->guarded_out, 1u) << c.name;
+  }
+}
+
+TEST(LoadGuard, RouterInFlightCountsAsLoadBetweenScrapes) {
+  // No scrape arrives while the router keeps sending: its own in-flight count must trigger the
+  // spread rule (the scraped queue still says 0).
+  RoutingPolicy p;
+  p.weights.prefill_tokens_per_s = 1e12;  // prefill cost negligible: only the guard can spread
+  Fleet f(p);
+  const NodeIndex a = f.add("a");
+  f.add("b");
+  const auto d = digests(11, 8);
+  f.core.confirm_prefixes(a, d);
+  auto counts = run_workload(f, 40, /*concurrent=*/true, [&](int) { return d; });
+  EXPECT_LE(counts[a], 30);
+  EXPECT_GE(counts[a], 10);
+  EXPECT_EQ(f.core.inflight_requests(a), static_cast<uint64_t>(counts[a]));
+}
+
+// ---------------------------------------------------------------- policies
+
+TEST(Policies, ParseAndPrint) {
+  for (auto k : {PolicyKind::kKv, PolicyKind::kRoundRobin, PolicyKind::kRandom, PolicyKind::kLeastLoad,
+                 PolicyKind::kSession}) {
+    EXPECT_EQ(parse_policy_kind(to_string(k)), k);
+  }
+  EXPECT_FALSE(parse_policy_kind("fastest").has_value());
+}
+
+TEST(Policies, RoundRobinCyclesEligibleNodes) {
+  RoutingPolicy p;
+  p.kind = PolicyKind::kRoundRobin;
+  Fleet f(p);
+  const NodeIndex a = f.add("a");
+  const NodeIndex b = f.add("b");
+  const NodeIndex c = f.add("c");
+  f.core.confirm_prefixes(c, digests(12, 4));  // overlap is ignored by round_robin
+  const auto d = digests(12, 4);
+  std::vector<NodeIndex> firsts;
+  for (int i = 0; i < 6; ++i) {
+    auto res = f.core.decide(request_for(d));
+    ASSERT_TRUE(res.ok());
+    EXPECT_EQ(res->policy, PolicyKind::kRoundRobin);
+    EXPECT_EQ(res->ranked.size(), 3u);
+    firsts.push_back(res->ranked[0].node);
+  }
+  EXPECT_EQ(firsts, (std::vector<NodeIndex>{a, b, c, a, b, c}));
+}
+
+TEST(Policies, RandomCoversAllNodesAndKeepsFailoverOrder) {
+  RoutingPolicy p;
+  p.kind = PolicyKind::kRandom;
+  Fleet f(p, 3);
+  for (const char* id : {"a", "b", "c", "d"}) {
+    f.add(id);
+  }
+  std::map<NodeIndex, int> counts;
+  const auto d = digests(13, 2);
+  for (int i = 0; i < 400; ++i) {
+    auto res = f.core.decide(request_for(d));
+    ASSERT_TRUE(res.ok());
+    ASSERT_EQ(res->ranked.size(), 4u);  // every node present, once
+    std::set<NodeIndex> seen;
+    for (const auto& c : res->ranked) {
+      seen.insert(c.node);
+    }
+    EXPECT_EQ(seen.size(), 4u);
+    ++counts[res->ranked[0].node];
+  }
+  for (const auto& [n, k] : counts) {
+    EXPECT_GE(k, 60) << n;
+  }
+}
+
+TEST(Policies, LeastLoadRanksByLoad) {
+  RoutingPolicy p;
+  p.kind = PolicyKind::kLeastLoad;
+  p.guard.enabled = false;
+  Fleet f(p);
+  const NodeIndex a = f.add("a", {.queue = 5, .running = 5});
+  const NodeIndex b = f.add("b", {.queue = 0, .running = 2});
+  const NodeIndex c = f.add("c", {.queue = 1, .running = 5});
+  f.core.confirm_prefixes(a, digests(14, 8));
+  auto res = f.core.decide(request_for(digests(14, 8)));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->ranked[0].node, b);
+  EXPECT_EQ(res->ranked[1].node, c);
+  EXPECT_EQ(res->ranked[2].node, a);
+  EXPECT_EQ(res->ranked[2].overlap_blocks, 8u);  // overlap still reported
+}
+
+TEST(Policies, SessionIsStickyAndConsistent) {
+  RoutingPolicy p;
+  p.kind = PolicyKind::kSession;
+  Fleet f(p);
+  for (const char* id : {"a", "b", "c", "d", "e"}) {
+    f.add(id);
+  }
+  const auto d = digests(15, 4);
+  std::map<std::string, NodeIndex> first;
+  std::set<NodeIndex> used;
+  for (int s = 0; s < 50; ++s) {
+    RouteRequest r = request_for(d);
+    const std::string key = name_of("session-", s);
+    r.session_key = key;
+    auto res = f.core.decide(r);
+    ASSERT_TRUE(res.ok());
+    EXPECT_EQ(res->policy, PolicyKind::kSession);
+    first[key] = res->ranked[0].node;
+    used.insert(res->ranked[0].node);
+    // Same key, same node, every time.
+    EXPECT_EQ(f.core.decide(r)->ranked[0].node, first[key]);
+  }
+  EXPECT_GE(used.size(), 4u);
+  // Removing one node moves only the sessions it held.
+  const NodeIndex gone = f.core.find_node("c");
+  ASSERT_TRUE(f.core.remove_node("c"));
+  for (const auto& [key, n] : first) {
+    RouteRequest r = request_for(d);
+    r.session_key = key;
+    const NodeIndex now = f.core.decide(r)->ranked[0].node;
+    if (n != gone) {
+      EXPECT_EQ(now, n) << key;
+    } else {
+      EXPECT_NE(now, gone) << key;
+    }
+  }
+}
+
+TEST(Policies, SessionWithoutKeyFallsBackToKv) {
+  RoutingPolicy p;
+  p.kind = PolicyKind::kSession;
+  Fleet f(p);
+  f.add("a");
+  const NodeIndex b = f.add("b");
+  const auto d = digests(16, 8);
+  f.core.confirm_prefixes(b, d);
+  auto res = f.core.decide(request_for(d));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->policy, PolicyKind::kKv);
+  EXPECT_EQ(res->ranked[0].node, b);
+}
+
+TEST(Policies, SwappableAtRunTime) {
+  Fleet f;
+  f.add("a");
+  f.add("b");
+  const auto d = digests(17, 2);
+  EXPECT_EQ(f.core.decide(request_for(d))->policy, PolicyKind::kKv);
+  RoutingPolicy p = f.core.policy();
+  p.kind = PolicyKind::kLeastLoad;
+  f.core.set_policy(p);
+  EXPECT_EQ(f.core.decide(request_for(d))->policy, PolicyKind::kLeastLoad);
+}
+
+TEST(Policies, SoftmaxTemperatureSamplesNearBestOnly) {
+  struct C {
+    double temperature;
+    int min_best;
+    int max_best;
+  };
+  for (const C c : {C{0.0, 300, 300}, C{0.05, 120, 280}}) {
+    RoutingPolicy p;
+    p.temperature_s = c.temperature;
+    Fleet f(p, 11);
+    const NodeIndex best = f.add("best");
+    f.add("close");               // 8 blocks behind: +0.064 s
+    f.add("far", {.queue = 20});  // +2 s: practically never
+    const auto d = digests(18, 64);
+    f.core.confirm_prefixes(best, d);
+    f.core.confirm_prefixes(f.core.find_node("close"), std::span(d).first(56));
+    int best_count = 0;
+    int far_count = 0;
+    for (int i = 0; i < 300; ++i) {
+      auto res = f.core.decide(request_for(d));
+      ASSERT_TRUE(res.ok());
+      best_count += res->ranked[0].node == best;
+      far_count += res->ranked[0].node == f.core.find_node("far");
+    }
+    EXPECT_GE(best_count, c.min_best) << c.temperature;
+    EXPECT_LE(best_count, c.max_best) << c.temperature;
+    EXPECT_EQ(far_count, 0) << c.temperature;
+  }
+}
+
+// ---------------------------------------------------------------- determinism
+
+std::vector<std::vector<NodeIndex>> replay(uint64_t seed, PolicyKind kind) {
+  RoutingPolicy p;
+  p.kind = kind;
+  p.temperature_s = kind == PolicyKind::kKv ? 0.02 : 0.0;
+  Fleet f(p, seed);
+  for (int i = 0; i < 8; ++i) {
+    f.add(name_of("n", i));
+  }
+  std::vector<std::vector<NodeIndex>> out;
+  std::vector<DispatchTicket> open;
+  for (int i = 0; i < 300; ++i) {
+    const auto d = shared_prefix_prompt(static_cast<uint64_t>(i % 37), 8, 8);
+    RouteRequest r = request_for(d);
+    const std::string key = i % 3 == 0 ? name_of("s", i % 11) : "";
+    r.session_key = key;
+    auto res = f.core.decide(r);
+    std::vector<NodeIndex> ranked;
+    for (const auto& c : res->ranked) {
+      ranked.push_back(c.node);
+    }
+    out.push_back(ranked);
+    open.push_back(f.core.record_dispatch(ranked[0], r));
+    if (open.size() > 12) {
+      f.core.record_completion(open.front());
+      open.erase(open.begin());
+    }
+    f.clock.advance(7 * kNanosPerMilli);
+  }
+  return out;
+}
+
+TEST(Determinism, IdenticalSeedsGiveIdenticalDecisions) {
+  for (auto kind : {PolicyKind::kKv, PolicyKind::kRandom, PolicyKind::kLeastLoad, PolicyKind::kSession,
+                    PolicyKind::kRoundRobin}) {
+    EXPECT_EQ(replay(1234, kind), replay(1234, kind)) << to_string(kind);
+  }
+  // The seed matters where randomness is used.
+  EXPECT_NE(replay(1, PolicyKind::kRandom), replay(2, PolicyKind::kRandom));
+  EXPECT_NE(replay(1, PolicyKind::kKv), replay(2, PolicyKind::kKv));
+}
+
+// ---------------------------------------------------------------- accounting and state
+
+TEST(Dispatch, InFlightPrefillIsTheUncachedPartAndIsReleased) {
+  Fleet f;
+  const NodeIndex a = f.add("a");
+  const auto d = digests(19, 10);
+  f.core.confirm_prefixes(a, std::span(d).first(4));
+  RouteRequest r = request_for(d);
+  r.prompt_tokens = 10 * 64 + 20;
+  auto t = f.core.record_dispatch(a, r);
+  EXPECT_EQ(t.prefill_tokens, 6u * 64 + 20);
+  EXPECT_EQ(f.core.inflight_prefill_tokens(a), 6u * 64 + 20);
+  EXPECT_EQ(f.core.inflight_requests(a), 1u);
+  // The dispatched digests are now optimistic entries on the node.
+  EXPECT_TRUE(f.core.index().holds(a, d[9]));
+  // A second identical request is now (optimistically) fully cached there.
+  auto t2 = f.core.record_dispatch(a, r);
+  EXPECT_EQ(t2.prefill_tokens, 20u);
+  f.core.record_first_token(t);
+  EXPECT_EQ(f.core.inflight_prefill_tokens(a), 20u);
+  EXPECT_EQ(f.core.inflight_requests(a), 2u);
+  f.core.record_completion(t);
+  f.core.record_completion(t);   // idempotent
+  f.core.record_completion(t2);  // releases prefill too
+  EXPECT_EQ(f.core.inflight_prefill_tokens(a), 0u);
+  EXPECT_EQ(f.core.inflight_requests(a), 0u);
+}
+
+TEST(Dispatch, TicketsOfARemovedNodeAreVoid) {
+  Fleet f;
+  const NodeIndex a = f.add("a");
+  const auto d = digests(20, 4);
+  auto t = f.core.record_dispatch(a, request_for(d));
+  ASSERT_TRUE(f.core.remove_node("a"));
+  EXPECT_EQ(f.core.index().node_entries(a), 0u);
+  const NodeIndex again = f.add("b");  // reuses the slot
+  EXPECT_EQ(again, a);
+  auto t2 = f.core.record_dispatch(again, request_for(d));
+  f.core.record_completion(t);  // stale: must not touch the new node's accounting
+  EXPECT_EQ(f.core.inflight_requests(again), 1u);
+  f.core.record_completion(t2);
+  EXPECT_EQ(f.core.inflight_requests(again), 0u);
+}
+
+TEST(NodeStateUpdates, KvEpochChangeClearsTheNodesEntries) {
+  Fleet f;
+  const NodeIndex a = f.add("a");
+  const NodeIndex b = f.add("b");
+  const auto d = digests(21, 6);
+  f.core.confirm_prefixes(a, d);
+  f.core.confirm_prefixes(b, d);
+  NodeUpdate u;
+  u.kv_epoch = 1;
+  f.core.upsert_node("a", u, UpdateSource::kEtcd);
+  EXPECT_EQ(f.core.index().node_entries(a), 0u);
+  EXPECT_EQ(f.core.index().node_entries(b), 6u);
+  f.core.upsert_node("a", u, UpdateSource::kEtcd);  // same epoch: nothing happens
+  f.core.confirm_prefixes(a, d);
+  f.core.upsert_node("a", u, UpdateSource::kGossip);
+  EXPECT_EQ(f.core.index().node_entries(a), 6u);
+}
+
+TEST(NodeStateUpdates, TotalBlocksSizeTheIndexByTheCapacityRule) {
+  Fleet f;
+  const NodeIndex a = f.add("a");
+  EXPECT_EQ(f.core.index().node_capacity(a), IndexConfig{}.default_node_capacity);
+  NodeUpdate u;
+  u.total_blocks = 40;  // 40 * 16 tokens * 4 B / 256 B = 10 digest blocks
+  u.block_size_tokens = 16;
+  f.core.upsert_node("a", u, UpdateSource::kScrape);
+  EXPECT_EQ(f.core.index().node_capacity(a), 10u);
+  f.core.record_dispatch(a, request_for(digests(22, 30)));
+  EXPECT_EQ(f.core.index().node_entries(a), 10u);
+}
+
+TEST(NodeStateUpdates, PartialUpdatesKeepOtherFieldsAndClamp) {
+  Fleet f;
+  f.add("a", {.queue = 3, .running = 2, .kv = 0.5});
+  NodeUpdate u;
+  u.kv_used_ratio = 1.7;
+  u.queue_depth = -4;
+  f.clock.advance(kSec);
+  f.core.upsert_node("a", u, UpdateSource::kScrape);
+  const NodeState* s = f.core.node("a");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->kv_used_ratio, 1.0);
+  EXPECT_EQ(s->queue_depth, 0.0);
+  EXPECT_EQ(s->running, 2.0);
+  EXPECT_EQ(s->refreshed_at, f.clock.now());
+  EXPECT_EQ(s->last_source, UpdateSource::kScrape);
+  EXPECT_TRUE(s->serves("m"));
+}
+
+TEST(NodeStateUpdates, TableIsBounded) {
+  ManualClock clock;
+  RoutingCore core(clock);
+  for (uint32_t i = 0; i < kMaxNodes; ++i) {
+    ASSERT_NE(core.upsert_node(name_of("n", i), {}, UpdateSource::kStatic), kNoNode);
+  }
+  EXPECT_EQ(core.upsert_node("one-too-many", {}, UpdateSource::kStatic), kNoNode);
+  EXPECT_EQ(core.node_count(), kMaxNodes);
+}
+
+TEST(DecideInto, ReusesTheDecisionBuffer) {
+  Fleet f;
+  for (int i = 0; i < 16; ++i) {
+    f.add(name_of("n", i));
+  }
+  const auto d = digests(23, 8);
+  Decision out;
+  ASSERT_TRUE(f.core.decide_into(request_for(d), out).ok());
+  const auto* data = out.ranked.data();
+  ASSERT_TRUE(f.core.decide_into(request_for(d), out).ok());
+  EXPECT_EQ(out.ranked.data(), data);
+  EXPECT_EQ(out.ranked.size(), 16u);
+}
+
+}  // namespace
+}  // namespace cgn::routing
