@@ -1,0 +1,32 @@
+// Fuzz target for the Prometheus text parser and the engine mappings over what it accepts.
+// Corpus: tests/fuzz/corpus/prometheus/ (real engine pages plus malformed edge cases).
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "routing/engine_metrics.h"
+#include "routing/prometheus.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  cgn::routing::PromLimits limits;
+  limits.max_samples = 5000;  // keeps each run fast; the bound itself is what is exercised
+  auto doc = cgn::routing::parse_prometheus_text(text, limits);
+  if (!doc.ok()) {
+    return 0;
+  }
+  for (auto kind : {cgn::routing::EngineKind::kVllm, cgn::routing::EngineKind::kSglang,
+                    cgn::routing::EngineKind::kLlamaCpp, cgn::routing::EngineKind::kTrtLlm}) {
+    const auto m = cgn::routing::map_engine_metrics(kind, *doc);
+    const auto u = cgn::routing::to_node_update(m);
+    if (u.kv_used_ratio && !(*u.kv_used_ratio == *u.kv_used_ratio)) {
+      // NaN can reach here (values are reported as sent); apply_update clamps it.
+      cgn::routing::NodeState s;
+      cgn::routing::apply_update(s, u, cgn::routing::UpdateSource::kScrape, 0);
+      if (!(s.kv_used_ratio >= 0.0 && s.kv_used_ratio <= 1.0)) {
+        __builtin_trap();
+      }
+    }
+  }
+  return 0;
+}
