@@ -330,31 +330,36 @@
         }
       }
     }
-    const padL = 52;
-    const padR = 10;
-    const padT = 8;
-    const padB = 20;
+    // Canvas sizes follow the page's rem (14 px at 1920 px wide, larger on a 4K wall).
+    const scale = parseFloat(getComputedStyle(document.documentElement).fontSize) / 14 || 1;
+    const px = (n) => Math.round(n * scale);
+    const yMax = def.yMax || niceAxisMax(maxV * 1.08);
+    const ticks = [0, 1, 2, 3, 4].map((i) => (yMax * i) / 4);
+    ctx.font = px(11) + "px system-ui, sans-serif";
+    const showTicks = any || !!def.yMax;
+    const labelW = showTicks ? Math.max(...ticks.map((v) => ctx.measureText(def.fmt(v)).width)) : 0;
+    const padL = Math.max(px(36), Math.ceil(labelW) + px(14));
+    const padR = px(10);
+    const padT = px(8);
+    const padB = px(20);
     const pw = w - padL - padR;
     const ph = h - padT - padB;
-    const yMax = def.yMax || niceAxisMax(maxV * 1.08);
     const x = (t) => padL + ((t - tStart) / (tEnd - tStart || 1)) * pw;
     const y = (v) => padT + ph - (Math.min(v, yMax) / yMax) * ph;
 
-    ctx.font = "11px system-ui, sans-serif";
     ctx.textBaseline = "middle";
     ctx.lineWidth = 1;
-    for (let k = 0; k <= 4; k++) {
-      const v = (yMax * k) / 4;
+    for (const v of ticks) {
       const yy = Math.round(y(v)) + 0.5;
-      ctx.strokeStyle = k === 0 ? "#263344" : "#18222e";
+      ctx.strokeStyle = v === 0 ? "#263344" : "#18222e";
       ctx.beginPath();
       ctx.moveTo(padL, yy);
       ctx.lineTo(w - padR, yy);
       ctx.stroke();
-      if (any || def.yMax) {
+      if (showTicks) {
         ctx.fillStyle = "#6b7a8c";
         ctx.textAlign = "right";
-        ctx.fillText(def.fmt(v), padL - 8, yy);
+        ctx.fillText(def.fmt(v), padL - px(8), yy);
       }
     }
     const step = timeStep(tEnd - tStart);
@@ -362,22 +367,22 @@
     ctx.textBaseline = "alphabetic";
     for (let ago = 0; ago <= tEnd - tStart + 1; ago += step) {
       const xx = x(tEnd - ago);
-      if (xx < padL + 14) {
+      if (xx < padL + px(14)) {
         break;
       }
       ctx.textAlign = ago === 0 ? "right" : "center";
-      ctx.fillText(fmtAgo(ago), ago === 0 ? w - padR : xx, h - 5);
+      ctx.fillText(fmtAgo(ago), ago === 0 ? w - padR : xx, h - px(5));
     }
 
     if (!any) {
       ctx.textAlign = "center";
       ctx.textBaseline = "middle";
       ctx.fillStyle = "#7b8898";
-      ctx.font = "600 15px system-ui, sans-serif";
-      ctx.fillText("no data", padL + pw / 2, padT + ph / 2 - 8);
-      ctx.font = "12px system-ui, sans-serif";
+      ctx.font = "600 " + px(15) + "px system-ui, sans-serif";
+      ctx.fillText("no data", padL + pw / 2, padT + ph / 2 - px(8));
+      ctx.font = px(12) + "px system-ui, sans-serif";
       ctx.fillStyle = "#5d6b7b";
-      ctx.fillText(chart.noDataReason || "waiting for samples", padL + pw / 2, padT + ph / 2 + 12);
+      ctx.fillText(chart.noDataReason || "waiting for samples", padL + pw / 2, padT + ph / 2 + px(12));
       for (const s of def.series) {
         chart.drawn[s.key] = 0;
       }
@@ -423,12 +428,12 @@
           ctx.fill();
         }
         ctx.strokeStyle = s.color;
-        ctx.lineWidth = s.fill ? 2 : 1.6;
+        ctx.lineWidth = (s.fill ? 2 : 1.6) * scale;
         ctx.lineJoin = "round";
         ctx.setLineDash(s.dash || []);
         ctx.beginPath();
         if (pts.length === 1) {
-          ctx.arc(pts[0][0], pts[0][1], 2, 0, 2 * Math.PI);
+          ctx.arc(pts[0][0], pts[0][1], 2 * scale, 0, 2 * Math.PI);
           ctx.fillStyle = s.color;
           ctx.fill();
         } else {
@@ -747,7 +752,7 @@
       v.overlap !== null && v.overlap !== undefined ? ["mean overlap " + fmtPct(100 * v.overlap)] : []);
   }
 
-  function meter(ratio, text) {
+  function meter(ratio, text, short) {
     const wrap = document.createElement("div");
     wrap.className = "meter";
     const track = document.createElement("div");
@@ -758,7 +763,7 @@
     fill.style.width = (100 * r).toFixed(1) + "%";
     track.append(fill);
     const label = document.createElement("span");
-    label.className = "meter-text";
+    label.className = "meter-text" + (short ? " short" : "");
     label.textContent = text;
     wrap.append(track, label);
     return wrap;
@@ -801,7 +806,7 @@
       cell(n.gpu, "muted");
       cell(Number.isFinite(n.queue) ? String(Math.round(n.queue)) : "—", "num");
       cell(Number.isFinite(n.running) ? String(Math.round(n.running)) : "—", "num");
-      cell(Number.isFinite(n.kv) ? meter(n.kv, fmtPct(100 * n.kv)) : "—");
+      cell(Number.isFinite(n.kv) ? meter(n.kv, fmtPct(100 * n.kv), true) : "—");
       if (Number.isFinite(n.power)) {
         const text = Math.round(n.power) + (Number.isFinite(n.limit) ? " / " + Math.round(n.limit) : "") + " W";
         cell(meter(Number.isFinite(n.limit) && n.limit > 0 ? n.power / n.limit : 0, text));
