@@ -1,0 +1,64 @@
+// The timing and capacity model of one simulated engine replica.
+//
+// One scheduler step (a forward pass over the batch) takes
+//   step = overhead
+//        + prefill_tokens * prefill_per_token
+//        + sum over prefill chunks of chunk * (context_before + chunk / 2) * prefill_attention_per_pair
+//        + decode_seqs * decode_per_seq
+//        + sum over decode seqs of context * decode_attention_per_context_token
+// so TTFT = queueing + the steps that prefill the uncached prompt tokens, and
+// the inter-token latency is the step time, which grows with the batch size
+// and with the contexts the batch attends over.
+//
+// default_node_model() is Llama-3.1-8B (bf16) on one H100 SXM 80GB under vLLM
+// V1; docs/sim.md derives every number and cites its sources. The benchmarks
+// use it unchanged.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/clock.h"
+
+namespace cgn::sim {
+
+struct NodeModel {
+  std::string name;
+  // Capacity.
+  uint32_t block_size = 16;           // tokens per KV block
+  uint32_t num_gpu_blocks = 27'500;   // KV blocks in the pool
+  uint32_t max_num_seqs = 256;        // running requests per step
+  uint32_t max_num_batched_tokens = 8192;  // token budget per step (chunked prefill)
+  uint32_t max_model_len = 131'072;   // prompt + completion tokens
+  // Step-time coefficients, in nanoseconds.
+  double step_overhead_ns = 6.0e6;                  // weights read once per step + launch/sampling
+  double prefill_ns_per_token = 65'000.0;           // linear (GEMM) cost of one prefill token
+  double prefill_attention_ns_per_pair = 0.0015;    // attention of one prefill token over one context token
+  double decode_ns_per_seq = 60'000.0;              // linear cost of one decode token
+  double decode_attention_ns_per_context_token = 50.0;  // KV read per context token per decode step
+  // P/D: the decode side pulls KV instead of prefilling it.
+  double kv_transfer_fixed_ns = 2.0e6;      // handshake + first-byte latency of one pull
+  double kv_transfer_ns_per_token = 5'000.0;  // 128 KiB per token at ~26 GB/s
+  // KV bytes per token (documentation and transfer sizing only).
+  uint64_t kv_bytes_per_token = 131'072;
+
+  // The step time (unscaled) of a step with these totals.
+  // prefill_pairs = sum over prefill chunks of chunk * (context_before + chunk / 2).
+  Nanos step_time(uint64_t prefill_tokens, double prefill_pairs, uint32_t decode_seqs,
+                  uint64_t decode_context_tokens) const;
+
+  // Closed forms used by the calibration benchmark and by tests.
+  // TTFT of a lone request on an idle engine: the chunked prefill of
+  // uncached = prompt - cached tokens (cached >= 0), one chunk per step.
+  Nanos idle_ttft(uint64_t prompt_tokens, uint64_t cached_tokens) const;
+  // Inter-token latency of a steady decode batch of batch seqs, each attending
+  // over context tokens.
+  Nanos decode_itl(uint32_t batch, uint64_t context) const;
+  // Time to pull n tokens of KV from a prefill instance.
+  Nanos kv_transfer_time(uint64_t tokens) const;
+};
+
+// Llama-3.1-8B bf16 on one H100 SXM 80GB, vLLM V1 defaults (see docs/sim.md).
+NodeModel default_node_model();
+
+}  // namespace cgn::sim
