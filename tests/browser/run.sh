@@ -41,5 +41,5 @@ fi
 
 export CGN_DASHBOARD_ENDPOINT="$endpoint"
 export CGN_CHROMIUM="$chromium"
-exec node --test --test-reporter=spec --test-concurrency=1 \
+exec node --test --test-reporter=spec --test-concurrency=1 --test-timeout=60000 \
   prom.test.mjs metric_names.test.mjs dashboard.test.mjs
