@@ -840,7 +840,6 @@
   function showBanner(level, title, parts) {
     const b = $("banner");
     b.dataset.level = level;
-    b.dataset.kind = title;
     $("banner-title").textContent = title;
     const d = $("banner-detail");
     d.textContent = "";
@@ -998,7 +997,7 @@
     stats: () => Object.assign({}, stats),
     seriesLengths: () => Object.fromEntries(SERIES_KEYS.map((k) => [k, rings[k].finiteCount()])),
     drawnPoints: () => Object.fromEntries(charts.map((c) => [c.def.id, Object.assign({}, c.drawn)])),
-    charts: () => CHARTS.map((c) => ({ id: c.def ? c.def.id : c.id, series: c.series.map((s) => ({ key: s.key, color: s.color })) })),
+    charts: () => CHARTS.map((c) => ({ id: c.id, series: c.series.map((s) => ({ key: s.key, color: s.color })) })),
     // Exposed for the unit tests of the pure helpers.
     parseInterval,
     normaliseEndpoint,

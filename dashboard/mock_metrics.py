@@ -373,9 +373,11 @@ def make_handler(fleet, quiet):
             if path == "/metrics":
                 fleet.advance()
                 return self._send(200, CONTENT_TYPE, fleet.render(), self._cors() + [("Cache-Control", "no-store")])
-            if path in ("/", "/dashboard"):
+            if path == "/":
                 return self._send(302, "text/plain", b"", [("Location", "/dashboard/")])
-            if path.startswith("/dashboard/"):
+            if path == "/dashboard" or path.startswith("/dashboard/"):
+                # /dashboard itself gets the page too, as a router may serve it; the page then
+                # adds the slash its relative asset URLs need.
                 name = path[len("/dashboard/"):] or "index.html"
                 if name in DASHBOARD_FILES:
                     with open(os.path.join(DASHBOARD_DIR, name), "rb") as f:

@@ -306,11 +306,16 @@ test("without energy metrics, power and J/token say no data", { skip: !!external
   }
 });
 
-test("served over HTTP at /dashboard/, it scrapes its own origin's /metrics", { skip: !!externalEndpoint && "the router's /dashboard is checked by its own tests" }, async () => {
-  const { page, errors } = await open(`${mock.origin}/dashboard/?interval=500`);
-  await waitForData(page, 2, ["requests"]);
-  assert.equal((await page.evaluate(() => window.cgnDashboard.config())).endpoint, `${mock.origin}/metrics`);
-  assert.equal(await page.locator("#node-table tbody tr").count(), 16);
-  assert.deepEqual(errors, []);
-  await page.close();
+test("served over HTTP at /dashboard or /dashboard/, it scrapes its own origin's /metrics", { skip: !!externalEndpoint && "the router's /dashboard is checked by its own tests" }, async () => {
+  for (const path of ["/dashboard/", "/dashboard"]) {
+    const { page, errors } = await open(`${mock.origin}${path}?interval=500`);
+    await waitForData(page, 2, ["requests"]);
+    assert.equal((await page.evaluate(() => window.cgnDashboard.config())).endpoint, `${mock.origin}/metrics`);
+    assert.equal(new URL(page.url()).pathname, "/dashboard/");
+    assert.equal(await page.locator("#node-table tbody tr").count(), 16);
+    // The stylesheet loaded: the dark theme is on.
+    assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), "rgb(10, 14, 20)");
+    assert.deepEqual(errors, []);
+    await page.close();
+  }
 });
