@@ -90,8 +90,9 @@ Result<RequestHandle, EngineError> Engine::add_request(Request request, Nanos no
   }
   const bool prefill_leg = request.kv_transfer && request.kv_transfer->do_remote_decode;
   if (prefill_leg && request.stream) {
-    return make_error(EngineError::kInvalidRequest,
-                      "Streaming is not supported for a prefill request (kv_transfer_params.do_remote_decode).");
+    return make_error(
+        EngineError::kInvalidRequest,
+        "Streaming is not supported for a prefill request (kv_transfer_params.do_remote_decode).");
   }
   const uint64_t total = static_cast<uint64_t>(request.prompt.size()) + request.max_tokens;
   if (total > m.max_model_len) {
@@ -104,7 +105,8 @@ Result<RequestHandle, EngineError> Engine::add_request(Request request, Nanos no
   }
   if ((total + m.block_size - 1) / m.block_size > m.num_gpu_blocks) {
     return make_error(EngineError::kContextLength,
-                      "The request needs " + std::to_string(total) + " tokens of KV cache but the pool holds " +
+                      "The request needs " + std::to_string(total) +
+                          " tokens of KV cache but the pool holds " +
                           std::to_string(static_cast<uint64_t>(m.num_gpu_blocks) * m.block_size) + ".");
   }
   if (waiting_.size() + num_pulling_ >= config_.max_waiting) {
@@ -159,7 +161,9 @@ void Engine::wake(Nanos now) {
   }
 }
 
-bool Engine::has_schedulable_work() const { return !waiting_.empty() || !running_.empty(); }
+bool Engine::has_schedulable_work() const {
+  return !waiting_.empty() || !running_.empty();
+}
 
 Nanos Engine::next_event_time() const {
   Nanos t = busy_ ? step_end_ : wake_at_;
@@ -314,7 +318,8 @@ void Engine::complete_kv_pull(RequestHandle handle, ClaimStatus status, Nanos no
   Req& r = *it->second;
   if (status == ClaimStatus::kOk) {
     r.pull = PullState::kTransferring;
-    const uint32_t tokens = r.pull_target_tokens > r.cached_tokens ? r.pull_target_tokens - r.cached_tokens : 0;
+    const uint32_t tokens =
+        r.pull_target_tokens > r.cached_tokens ? r.pull_target_tokens - r.cached_tokens : 0;
     kv_ready_.emplace(now + scaled(config_.model.kv_transfer_time(tokens)), handle);
     return;
   }
@@ -336,17 +341,17 @@ bool Engine::try_schedule_waiting(Req& r, uint32_t& budget, Nanos t) {
     // Local prefix-cache hit, leaving at least one token to compute.
     const uint32_t max_hit = (num_tokens - 1) / bs;
     if (config_.enable_prefix_caching) {
-      hit_blocks = pool_.acquire_cached_prefix(std::span<const BlockHash>(r.hashes).first(
-                                                   std::min<size_t>(r.hashes.size(), max_hit)),
-                                               max_hit, r.blocks);
+      hit_blocks = pool_.acquire_cached_prefix(
+          std::span<const BlockHash>(r.hashes).first(std::min<size_t>(r.hashes.size(), max_hit)), max_hit,
+          r.blocks);
     }
     r.num_computed = hit_blocks * bs;
   }
   if (r.pull == PullState::kWanted) {
     // Decode leg: allocate room for the remote blocks, then ask for them.
     r.cached_tokens = r.num_computed;
-    const uint32_t remote_tokens =
-        std::min<uint32_t>(static_cast<uint32_t>(r.in.kv_transfer->remote_block_ids->size()) * bs, r.prompt_len);
+    const uint32_t remote_tokens = std::min<uint32_t>(
+        static_cast<uint32_t>(r.in.kv_transfer->remote_block_ids->size()) * bs, r.prompt_len);
     if (remote_tokens > r.num_computed) {
       if (!ensure_blocks(r, remote_tokens)) {
         pool_.release(r.blocks);
@@ -459,19 +464,21 @@ void Engine::start_step(Nanos t) {
   step_end_ = t + dur;
 
   if (config_.on_step) {
-    config_.on_step(StepInfo{t, step_end_, static_cast<uint32_t>(step_.size()), static_cast<uint32_t>(prefill_tokens),
-                             decode_seqs});
+    config_.on_step(StepInfo{t, step_end_, static_cast<uint32_t>(step_.size()),
+                             static_cast<uint32_t>(prefill_tokens), decode_seqs});
   }
   ++stats_.steps;
   stats_.busy_seqs_sum += step_.size();
   stats_.iteration_tokens.observe(static_cast<double>(prefill_tokens + decode_seqs));
-  const double prefill_cost = static_cast<double>(prefill_tokens) * m.prefill_ns_per_token + pairs * m.prefill_attention_ns_per_pair;
+  const double prefill_cost =
+      static_cast<double>(prefill_tokens) * m.prefill_ns_per_token + pairs * m.prefill_attention_ns_per_pair;
   const double decode_cost = static_cast<double>(decode_seqs) * m.decode_ns_per_seq +
                              static_cast<double>(decode_ctx) * m.decode_attention_ns_per_context_token;
   const double share = prefill_cost + decode_cost > 0 ? prefill_cost / (prefill_cost + decode_cost) : 0.0;
   stats_.prefill_ns += static_cast<uint64_t>(static_cast<double>(dur) * share);
   stats_.decode_ns += static_cast<uint64_t>(static_cast<double>(dur) * (1.0 - share));
-  stats_.last_step_gen_throughput = static_cast<double>(decode_seqs) / (static_cast<double>(dur) * kNanosToSeconds);
+  stats_.last_step_gen_throughput =
+      static_cast<double>(decode_seqs) / (static_cast<double>(dur) * kNanosToSeconds);
   if (decode_seqs > 0) {
     stats_.itl.observe(static_cast<double>(dur) * kNanosToSeconds, decode_seqs);
   }
@@ -539,7 +546,8 @@ void Engine::emit_token(Req& r, Nanos t) {
     stats_.prompt_tokens += r.prompt_len;
     stats_.prompt_tokens_cached += std::min(r.cached_tokens, r.prompt_len);
     stats_.prompt_tokens_transferred += r.transferred_tokens;
-    stats_.prompt_tokens_computed += r.prompt_len - std::min(r.prompt_len, r.cached_tokens + r.transferred_tokens);
+    stats_.prompt_tokens_computed +=
+        r.prompt_len - std::min(r.prompt_len, r.cached_tokens + r.transferred_tokens);
     const double ttft = static_cast<double>(t - r.timing.arrival) * kNanosToSeconds;
     stats_.ttft.observe(ttft);
     stats_.sglang_ttft.observe(ttft);
@@ -582,13 +590,13 @@ void Engine::finish(Req& r, FinishReason reason, Nanos t, int error_status) {
   c.text = std::move(r.text);
 
   register_full_blocks(r);
-  const bool hold = reason == FinishReason::kLength && r.in.kv_transfer && r.in.kv_transfer->do_remote_decode &&
-                    prev == ReqState::kRunning;
+  const bool hold = reason == FinishReason::kLength && r.in.kv_transfer &&
+                    r.in.kv_transfer->do_remote_decode && prev == ReqState::kRunning;
   if (hold) {
     // NixlConnector.request_finished: only full computed blocks travel; the
     // prefill side keeps them (delay_free) until claimed or timed out.
-    const uint32_t full = std::min<uint32_t>(r.num_computed / config_.model.block_size,
-                                             static_cast<uint32_t>(r.blocks.size()));
+    const uint32_t full =
+        std::min<uint32_t>(r.num_computed / config_.model.block_size, static_cast<uint32_t>(r.blocks.size()));
     KvTransferParams p;
     p.do_remote_prefill = true;
     p.do_remote_decode = false;
@@ -648,7 +656,8 @@ void Engine::observe_finished(const Req& r, const Completion& c) {
     stats_.prefill_time.observe(sec(tm.first_token - (tm.scheduled >= 0 ? tm.scheduled : tm.arrival)));
     stats_.decode_time.observe(sec(tm.finished - tm.first_token));
     if (r.generated > 1) {
-      stats_.time_per_output_token.observe(sec(tm.finished - tm.first_token) / static_cast<double>(r.generated - 1));
+      stats_.time_per_output_token.observe(sec(tm.finished - tm.first_token) /
+                                           static_cast<double>(r.generated - 1));
     }
   }
   stats_.prompt_tokens_hist.observe(r.prompt_len);
@@ -695,7 +704,8 @@ void Engine::take_events(std::vector<Event>& out) {
   events_.clear();
 }
 
-ClaimStatus Engine::claim_blocks(std::string_view remote_request_id, std::span<const int64_t> block_ids, Nanos now) {
+ClaimStatus Engine::claim_blocks(std::string_view remote_request_id, std::span<const int64_t> block_ids,
+                                 Nanos now) {
   catch_up(now);
   process_timers(now);  // a claim at or after the deadline sees the expiry
   auto it = holds_.find(std::string(remote_request_id));

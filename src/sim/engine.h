@@ -81,19 +81,19 @@ struct EngineConfig {
 
 // One generation request, already tokenised (see tokenizer.h, render_chat()).
 struct Request {
-  std::string external_id;            // X-Request-Id / the shell's id; remote_request_id in P/D
-  std::vector<TokenId> prompt;        // must not be empty
-  uint32_t max_tokens = 16;           // completion cap; the shell applies the API defaults
+  std::string external_id;      // X-Request-Id / the shell's id; remote_request_id in P/D
+  std::vector<TokenId> prompt;  // must not be empty
+  uint32_t max_tokens = 16;     // completion cap; the shell applies the API defaults
   bool stream = false;
   bool ignore_eos = false;
-  std::optional<uint64_t> seed;       // default: prompt_seed(prompt)
-  uint32_t eos_at = 0;                // >0: the eos_at-th generated token is a stop token (test hook)
+  std::optional<uint64_t> seed;  // default: prompt_seed(prompt)
+  uint32_t eos_at = 0;           // >0: the eos_at-th generated token is a stop token (test hook)
   ReplyMode reply_mode = ReplyMode::kRandom;
-  std::string echo_text;              // echo mode: the reply's text (e.g. the last user message)
-  bool want_token_events = true;      // emit a kToken event per generated token (streaming)
-  bool want_text = true;              // accumulate the reply text into the Completion
+  std::string echo_text;                        // echo mode: the reply's text (e.g. the last user message)
+  bool want_token_events = true;                // emit a kToken event per generated token (streaming)
+  bool want_text = true;                        // accumulate the reply text into the Completion
   std::optional<KvTransferParams> kv_transfer;  // P/D, either leg
-  int fail_before_first_token = 0;    // fault: finish with this HTTP status instead of a first token
+  int fail_before_first_token = 0;  // fault: finish with this HTTP status instead of a first token
 };
 
 enum class EngineError { kInvalidRequest, kContextLength, kQueueFull };
@@ -107,7 +107,7 @@ struct Usage {
 // Modelled timestamps of one request (engine time, already time-scaled).
 struct RequestTiming {
   Nanos arrival = 0;
-  Nanos scheduled = -1;    // first admitted into a batch (end of queueing)
+  Nanos scheduled = -1;  // first admitted into a batch (end of queueing)
   Nanos first_token = -1;
   Nanos finished = -1;
   Nanos queue_time() const { return scheduled < 0 ? 0 : scheduled - arrival; }
@@ -119,11 +119,11 @@ struct Completion {
   FinishReason reason = FinishReason::kStop;
   Usage usage;
   RequestTiming timing;
-  std::string text;                              // when Request::want_text
+  std::string text;                                    // when Request::want_text
   std::optional<KvTransferParams> kv_transfer_params;  // prefill leg that finished "length"
-  int error_status = 0;                          // reason kError: the HTTP status to answer
-  uint32_t transferred_tokens = 0;               // decode leg: tokens pulled instead of prefilled
-  bool kv_pull_failed = false;                   // decode leg: handoff failed, prompt recomputed
+  int error_status = 0;                                // reason kError: the HTTP status to answer
+  uint32_t transferred_tokens = 0;                     // decode leg: tokens pulled instead of prefilled
+  bool kv_pull_failed = false;                         // decode leg: handoff failed, prompt recomputed
   uint32_t preemptions = 0;
 };
 
@@ -147,7 +147,7 @@ struct Event {
   // kToken
   uint32_t token_index = 0;  // 0 = first token
   TokenId token_id = 0;
-  std::string text;          // the token's text ("" for a stop token)
+  std::string text;  // the token's text ("" for a stop token)
   // kFinished
   std::optional<Completion> completion;
   // kKvPull
@@ -159,9 +159,9 @@ std::string_view claim_status_name(ClaimStatus s);
 
 struct EngineGauges {
   uint32_t running = 0;
-  uint32_t waiting = 0;          // includes requests waiting for remote KV (as vLLM)
+  uint32_t waiting = 0;  // includes requests waiting for remote KV (as vLLM)
   uint32_t waiting_for_kv = 0;
-  uint32_t held_handoffs = 0;    // prefill-side blocks waiting to be claimed
+  uint32_t held_handoffs = 0;  // prefill-side blocks waiting to be claimed
   uint32_t used_blocks = 0;
   uint32_t total_blocks = 0;
   uint32_t block_size = 0;

@@ -76,7 +76,9 @@ TEST(Engine, ContinuousBatchingRespectsMaxNumSeqsAndTokenBudget) {
   VirtualCluster c;
   c.add(e);
   for (uint64_t i = 0; i < 40; ++i) {
-    ASSERT_TRUE(e.add_request(make_request(make_prompt(300, 100 + i), 20), static_cast<Nanos>(i) * kNanosPerMilli).ok());
+    ASSERT_TRUE(
+        e.add_request(make_request(make_prompt(300, 100 + i), 20), static_cast<Nanos>(i) * kNanosPerMilli)
+            .ok());
   }
   const auto events = c.run_to_idle();
   uint32_t max_seqs = 0;
@@ -86,7 +88,8 @@ TEST(Engine, ContinuousBatchingRespectsMaxNumSeqsAndTokenBudget) {
     max_seqs = std::max(max_seqs, s.num_seqs);
   }
   EXPECT_EQ(max_seqs, 8u);  // the cap was reached, so the check above meant something
-  EXPECT_EQ(std::count_if(events.begin(), events.end(), [](const Event& ev) { return ev.kind == EventKind::kFinished; }),
+  EXPECT_EQ(std::count_if(events.begin(), events.end(),
+                          [](const Event& ev) { return ev.kind == EventKind::kFinished; }),
             40);
 }
 
@@ -127,8 +130,10 @@ TEST(Engine, InterTokenLatencyFollowsTheStepModelAndGrowsWithBatch) {
     // Token 5 -> 6 of the first request: a pure decode step of `batch` seqs.
     Nanos t5 = 0, t6 = 0;
     for (const auto& ev : events) {
-      if (ev.kind == EventKind::kToken && ev.handle == hs[0] && ev.token_index == 5) t5 = ev.time;
-      if (ev.kind == EventKind::kToken && ev.handle == hs[0] && ev.token_index == 6) t6 = ev.time;
+      if (ev.kind == EventKind::kToken && ev.handle == hs[0] && ev.token_index == 5)
+        t5 = ev.time;
+      if (ev.kind == EventKind::kToken && ev.handle == hs[0] && ev.token_index == 6)
+        t6 = ev.time;
     }
     // Context during that step: 64 prompt + 6 generated tokens per seq.
     EXPECT_EQ(t6 - t5, e.config().model.decode_itl(batch, 64 + 6));

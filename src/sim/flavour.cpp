@@ -12,15 +12,40 @@ constexpr std::string_view kLlamaLoading =
     R"({"error":{"code":503,"message":"Loading model","type":"unavailable_error"}})";
 
 const std::array<FlavourTraits, 5> kTraits = {{
-    {Flavour::kVllm, "vllm", "/metrics", false, "vllm", 8000,
+    {Flavour::kVllm,
+     "vllm",
+     "/metrics",
+     false,
+     "vllm",
+     8000,
      {"/health", true, 503, "", 200, "", "application/json"}},
-    {Flavour::kSglang, "sglang", "/metrics", true, "sglang", 30000,
+    {Flavour::kSglang,
+     "sglang",
+     "/metrics",
+     true,
+     "sglang",
+     30000,
      {"/health", true, 503, "", 200, "", "application/json"}},
-    {Flavour::kLlamacpp, "llamacpp", "/metrics", true, "llamacpp", 8080,
+    {Flavour::kLlamacpp,
+     "llamacpp",
+     "/metrics",
+     true,
+     "llamacpp",
+     8080,
      {"/health", false, 503, kLlamaLoading, 200, R"({"status":"ok"})", "application/json; charset=utf-8"}},
-    {Flavour::kTrtllm, "trtllm", "/prometheus/metrics", false, "tensorrt_llm", 8000,
+    {Flavour::kTrtllm,
+     "trtllm",
+     "/prometheus/metrics",
+     false,
+     "tensorrt_llm",
+     8000,
      {"/health", true, 503, "", 200, "", "application/json"}},
-    {Flavour::kMlx, "mlx", "", false, "", 8080,
+    {Flavour::kMlx,
+     "mlx",
+     "",
+     false,
+     "",
+     8080,
      {"/health", true, 503, "", 200, R"({"status": "ok"})", "application/json"}},
 }};
 
@@ -40,7 +65,9 @@ void append_param(std::string& out, std::string_view param) {
 
 }  // namespace
 
-std::string_view flavour_name(Flavour f) { return kTraits[static_cast<size_t>(f)].name; }
+std::string_view flavour_name(Flavour f) {
+  return kTraits[static_cast<size_t>(f)].name;
+}
 
 std::optional<Flavour> parse_flavour(std::string_view name) {
   for (const auto& t : kTraits) {
@@ -57,7 +84,9 @@ std::optional<Flavour> parse_flavour(std::string_view name) {
   return std::nullopt;
 }
 
-const FlavourTraits& flavour_traits(Flavour f) { return kTraits[static_cast<size_t>(f)]; }
+const FlavourTraits& flavour_traits(Flavour f) {
+  return kTraits[static_cast<size_t>(f)];
+}
 
 std::string_view error_type_for(Flavour f, int status) {
   if (f == Flavour::kLlamacpp) {

@@ -18,21 +18,21 @@ std::optional<Flavour> parse_flavour(std::string_view name);
 
 // How /health behaves while the model loads and once it is ready.
 struct HealthSpec {
-  std::string_view path;            // "/health"
-  bool port_closed_while_loading;   // vLLM, SGLang, TRT-LLM, MLX: nothing listens until loaded
-  int loading_status;               // when the port is open while loading (llama.cpp: 503)
+  std::string_view path;           // "/health"
+  bool port_closed_while_loading;  // vLLM, SGLang, TRT-LLM, MLX: nothing listens until loaded
+  int loading_status;              // when the port is open while loading (llama.cpp: 503)
   std::string_view loading_body;
   int ready_status;
-  std::string_view ready_body;      // "" = empty body
-  std::string_view content_type;    // of non-empty bodies
+  std::string_view ready_body;    // "" = empty body
+  std::string_view content_type;  // of non-empty bodies
 };
 
 struct FlavourTraits {
   Flavour flavour;
   std::string_view name;
-  std::string_view metrics_path;    // "" = the engine has no Prometheus endpoint (MLX)
-  bool metrics_need_flag;           // llama.cpp --metrics, SGLang --enable-metrics
-  std::string_view owned_by;        // /v1/models owned_by ("" = field absent)
+  std::string_view metrics_path;  // "" = the engine has no Prometheus endpoint (MLX)
+  bool metrics_need_flag;         // llama.cpp --metrics, SGLang --enable-metrics
+  std::string_view owned_by;      // /v1/models owned_by ("" = field absent)
   uint16_t default_port;
   HealthSpec health;
 };

@@ -16,7 +16,8 @@ BlockHash hash_block(BlockHash parent, std::span<const TokenId> block_tokens) {
   return h;
 }
 
-void extend_block_hashes(std::span<const TokenId> tokens, uint32_t block_size, std::vector<BlockHash>& hashes) {
+void extend_block_hashes(std::span<const TokenId> tokens, uint32_t block_size,
+                         std::vector<BlockHash>& hashes) {
   const size_t full = tokens.size() / block_size;
   BlockHash parent = hashes.empty() ? kBlockHashSeed : hashes.back();
   for (size_t b = hashes.size(); b < full; ++b) {

@@ -39,7 +39,8 @@ BlockHash hash_block(BlockHash parent, std::span<const TokenId> block_tokens);
 
 // Appends the chained hashes of every full block of tokens that is not yet in
 // hashes (hashes holds the first hashes.size() blocks already).
-void extend_block_hashes(std::span<const TokenId> tokens, uint32_t block_size, std::vector<BlockHash>& hashes);
+void extend_block_hashes(std::span<const TokenId> tokens, uint32_t block_size,
+                         std::vector<BlockHash>& hashes);
 
 struct KvCacheCounters {
   uint64_t evictions = 0;      // cached blocks whose hash was dropped to reuse the block

@@ -48,7 +48,8 @@ Result<KvTransferParams, KvParamsError> parse_kv_transfer_params(std::string_vie
         return bad(k, "an array of integers");
       }
       if (v.size() > kMaxRemoteBlockIds) {
-        return make_error(KvParamsError::kTooLarge, "kv_transfer_params.remote_block_ids has too many entries");
+        return make_error(KvParamsError::kTooLarge,
+                          "kv_transfer_params.remote_block_ids has too many entries");
       }
       std::vector<int64_t> ids;
       ids.reserve(v.size());
@@ -66,7 +67,7 @@ Result<KvTransferParams, KvParamsError> parse_kv_transfer_params(std::string_vie
       if (!v.is_string()) {
         return bad(k, "a string");
       }
-      auto& slot = k == "remote_engine_id" ? p.remote_engine_id
+      auto& slot = k == "remote_engine_id"    ? p.remote_engine_id
                    : k == "remote_request_id" ? p.remote_request_id
                                               : p.remote_host;
       slot = v.get<std::string>();

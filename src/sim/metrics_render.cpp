@@ -138,8 +138,8 @@ class PromWriter {
   }
 
   // prometheus_client counter: name_total plus a name_created gauge.
-  void counter(std::string_view base, std::string_view help, const std::vector<std::pair<Labels, double>>& series,
-               bool created) {
+  void counter(std::string_view base, std::string_view help,
+               const std::vector<std::pair<Labels, double>>& series, bool created) {
     const std::string total = std::string(base) + "_total";
     family(total, help, "counter");
     for (const auto& [labels, v] : series) {
@@ -204,7 +204,9 @@ class PromWriter {
   std::string out_;
 };
 
-double ratio(uint64_t a, uint64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
+double ratio(uint64_t a, uint64_t b) {
+  return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b);
+}
 
 std::string render_vllm(const Engine& e, const MetricsContext& ctx) {
   const EngineStats& s = e.stats();
@@ -230,15 +232,16 @@ std::string render_vllm(const Engine& e, const MetricsContext& ctx) {
               "GPU prefix cache queries, in terms of number of queried tokens.DEPRECATED: Use "
               "vllm:prefix_cache_queries instead.",
               one(static_cast<double>(s.prefix_cache_queries)), true);
-    w.counter("vllm:gpu_prefix_cache_hits",
-              "GPU prefix cache hits, in terms of number of cached tokens.DEPRECATED: Use vllm:prefix_cache_hits "
-              "instead.",
-              one(static_cast<double>(s.prefix_cache_hits)), true);
+    w.counter(
+        "vllm:gpu_prefix_cache_hits",
+        "GPU prefix cache hits, in terms of number of cached tokens.DEPRECATED: Use vllm:prefix_cache_hits "
+        "instead.",
+        one(static_cast<double>(s.prefix_cache_hits)), true);
   }
   w.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
             one(static_cast<double>(s.preemptions)), true);
-  w.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", one(static_cast<double>(s.prompt_tokens)),
-            true);
+  w.counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
+            one(static_cast<double>(s.prompt_tokens)), true);
   w.counter("vllm:generation_tokens", "Number of generation tokens processed.",
             one(static_cast<double>(s.generation_tokens)), true);
   w.counter("vllm:request_success", "Count of successfully processed requests.",
@@ -246,27 +249,33 @@ std::string render_vllm(const Engine& e, const MetricsContext& ctx) {
              {{{"finished_reason", "length"}}, static_cast<double>(s.finished[1])},
              {{{"finished_reason", "abort"}}, static_cast<double>(s.finished[2])}},
             true);
-  w.histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens_hist, true);
-  w.histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", s.generation_tokens_hist,
+  w.histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens_hist,
               true);
-  w.histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", s.iteration_tokens,
-              true);
+  w.histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",
+              s.generation_tokens_hist, true);
+  w.histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+              s.iteration_tokens, true);
   w.histogram("vllm:request_max_num_generation_tokens",
-              "Histogram of maximum number of requested generation tokens.", s.max_generation_tokens_hist, true);
+              "Histogram of maximum number of requested generation tokens.", s.max_generation_tokens_hist,
+              true);
   w.histogram("vllm:request_params_n", "Histogram of the n request parameter.", s.params_n, true);
   w.histogram("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
               s.params_max_tokens, true);
-  w.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.ttft, true);
+  w.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.ttft,
+              true);
   if (ctx.deprecated_names) {
-    w.histogram("vllm:time_per_output_token_seconds",
-                "Histogram of time per output token in seconds.DEPRECATED: Use vllm:inter_token_latency_seconds "
-                "instead.",
-                s.itl, true);
+    w.histogram(
+        "vllm:time_per_output_token_seconds",
+        "Histogram of time per output token in seconds.DEPRECATED: Use vllm:inter_token_latency_seconds "
+        "instead.",
+        s.itl, true);
   }
-  w.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s.itl, true);
+  w.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s.itl,
+              true);
   w.histogram("vllm:request_time_per_output_token_seconds",
               "Histogram of time_per_output_token_seconds per request.", s.time_per_output_token, true);
-  w.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", s.e2e, true);
+  w.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", s.e2e,
+              true);
   w.histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
               s.queue_time, true);
   w.histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
@@ -308,17 +317,18 @@ std::string render_sglang(const Engine& e, const MetricsContext& ctx) {
     w.family(name, help, "counter");
     w.sample(name, extra, v);
   };
-  total("sglang:prompt_tokens_total", "Number of prefill tokens processed.", static_cast<double>(s.prompt_tokens));
+  total("sglang:prompt_tokens_total", "Number of prefill tokens processed.",
+        static_cast<double>(s.prompt_tokens));
   total("sglang:generation_tokens_total", "Number of generation tokens processed.",
         static_cast<double>(s.generation_tokens));
-  total("sglang:cached_tokens_total", "Number of cached prompt tokens.", static_cast<double>(s.prompt_tokens_cached),
-        {{"cache_source", "device"}});
+  total("sglang:cached_tokens_total", "Number of cached prompt tokens.",
+        static_cast<double>(s.prompt_tokens_cached), {{"cache_source", "device"}});
   total("sglang:num_requests_total", "Number of requests processed.",
         static_cast<double>(s.finished[0] + s.finished[1] + s.finished[2]));
   w.gauge("sglang:token_usage", "The token usage", g.kv_usage);
   w.gauge("sglang:cache_hit_rate", "The cache hit rate", ratio(s.prefix_cache_hits, s.prefix_cache_queries));
-  w.histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.sglang_ttft,
-              false, true);
+  w.histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+              s.sglang_ttft, false, true);
   w.histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
               s.sglang_e2e, false, true);
   w.histogram("sglang:time_per_output_token_seconds", "Histogram of time per output token in seconds.",
@@ -343,8 +353,8 @@ std::string render_llamacpp(const Engine& e) {
   };
   const double prompt_s = static_cast<double>(s.prefill_ns) * 1e-9;
   const double gen_s = static_cast<double>(s.decode_ns) * 1e-9;
-  metric("llamacpp:prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens", "counter",
-         static_cast<double>(s.prompt_tokens_computed));
+  metric("llamacpp:prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens",
+         "counter", static_cast<double>(s.prompt_tokens_computed));
   metric("llamacpp:prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", "counter",
          static_cast<double>(s.prompt_tokens_cached));
   metric("llamacpp:prompt_seconds_total", "Total time spent processing prompts", "counter", prompt_s);
@@ -352,15 +362,16 @@ std::string render_llamacpp(const Engine& e) {
          static_cast<double>(s.generation_tokens));
   metric("llamacpp:tokens_predicted_seconds_total", "Total time spent generating tokens", "counter", gen_s);
   metric("llamacpp:n_decode_total",
-         "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding", "counter",
-         static_cast<double>(s.steps));
+         "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding",
+         "counter", static_cast<double>(s.steps));
   metric("llamacpp:n_tokens_max", "Largest observed sequence length (prompt + generation)", "counter",
          static_cast<double>(s.max_seq_tokens));
-  metric("llamacpp:spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", "counter", 0);
+  metric("llamacpp:spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated",
+         "counter", 0);
   metric("llamacpp:spec_decode_num_accepted_tokens_total",
          "Speculative: Total draft tokens accepted by the target model", "counter", 0);
-  metric("llamacpp:spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps",
-         "counter", 0);
+  metric("llamacpp:spec_decode_num_drafts_total",
+         "Speculative: Total speculative decoding verification steps", "counter", 0);
   metric("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s", "gauge",
          prompt_s > 0 ? static_cast<double>(s.prompt_tokens_computed) / prompt_s : 0.0);
   metric("llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s", "gauge",
@@ -382,19 +393,24 @@ std::string render_trtllm(const Engine& e, const MetricsContext& ctx) {
   };
   w.family("trtllm_request_success_total", "Count of successfully processed requests.", "counter");
   w.sample("trtllm_request_success_total", {{"finished_reason", "stop"}}, static_cast<double>(s.finished[0]));
-  w.sample("trtllm_request_success_total", {{"finished_reason", "length"}}, static_cast<double>(s.finished[1]));
-  w.sample("trtllm_request_success_total", {{"finished_reason", "abort"}}, static_cast<double>(s.finished[2]));
-  w.histogram("trtllm_e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", s.e2e,
+  w.sample("trtllm_request_success_total", {{"finished_reason", "length"}},
+           static_cast<double>(s.finished[1]));
+  w.sample("trtllm_request_success_total", {{"finished_reason", "abort"}},
+           static_cast<double>(s.finished[2]));
+  w.histogram("trtllm_e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.",
+              s.e2e, false);
+  w.histogram("trtllm_time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.ttft,
               false);
-  w.histogram("trtllm_time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.ttft, false);
   w.histogram("trtllm_time_per_output_token_seconds", "Histogram of time per output token in seconds.",
               s.time_per_output_token, false);
   w.histogram("trtllm_request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
               s.queue_time, false);
-  counter("trtllm_prompt_tokens_total", "Number of prefill tokens processed.", static_cast<double>(s.prompt_tokens));
+  counter("trtllm_prompt_tokens_total", "Number of prefill tokens processed.",
+          static_cast<double>(s.prompt_tokens));
   counter("trtllm_generation_tokens_total", "Number of generation tokens processed.",
           static_cast<double>(s.generation_tokens));
-  w.gauge("trtllm_kv_cache_hit_rate", "KV cache hit rate.", ratio(s.blocks_reused, s.blocks_reused + s.blocks_missed));
+  w.gauge("trtllm_kv_cache_hit_rate", "KV cache hit rate.",
+          ratio(s.blocks_reused, s.blocks_reused + s.blocks_missed));
   w.gauge("trtllm_kv_cache_utilization", "KV cache utilization.", g.kv_usage);
   w.gauge("trtllm_num_requests_running", "Number of requests running.", g.running);
   w.gauge("trtllm_num_requests_waiting", "Number of requests waiting.", g.waiting);

@@ -20,7 +20,8 @@ Nanos NodeModel::idle_ttft(uint64_t prompt_tokens, uint64_t cached_tokens) const
   Nanos total = 0;
   while (done < prompt_tokens) {
     const uint64_t chunk = std::min<uint64_t>(max_num_batched_tokens, prompt_tokens - done);
-    const double pairs = static_cast<double>(chunk) * (static_cast<double>(done) + static_cast<double>(chunk) / 2.0);
+    const double pairs =
+        static_cast<double>(chunk) * (static_cast<double>(done) + static_cast<double>(chunk) / 2.0);
     total += step_time(chunk, pairs, 0, 0);
     done += chunk;
   }
@@ -35,7 +36,8 @@ Nanos NodeModel::kv_transfer_time(uint64_t tokens) const {
   if (tokens == 0) {
     return 0;
   }
-  return static_cast<Nanos>(std::llround(kv_transfer_fixed_ns + static_cast<double>(tokens) * kv_transfer_ns_per_token));
+  return static_cast<Nanos>(
+      std::llround(kv_transfer_fixed_ns + static_cast<double>(tokens) * kv_transfer_ns_per_token));
 }
 
 NodeModel default_node_model() {

@@ -25,19 +25,19 @@ namespace cgn::sim {
 struct NodeModel {
   std::string name;
   // Capacity.
-  uint32_t block_size = 16;           // tokens per KV block
-  uint32_t num_gpu_blocks = 27'500;   // KV blocks in the pool
-  uint32_t max_num_seqs = 256;        // running requests per step
+  uint32_t block_size = 16;                // tokens per KV block
+  uint32_t num_gpu_blocks = 27'500;        // KV blocks in the pool
+  uint32_t max_num_seqs = 256;             // running requests per step
   uint32_t max_num_batched_tokens = 8192;  // token budget per step (chunked prefill)
-  uint32_t max_model_len = 131'072;   // prompt + completion tokens
+  uint32_t max_model_len = 131'072;        // prompt + completion tokens
   // Step-time coefficients, in nanoseconds.
-  double step_overhead_ns = 6.0e6;                  // weights read once per step + launch/sampling
-  double prefill_ns_per_token = 65'000.0;           // linear (GEMM) cost of one prefill token
-  double prefill_attention_ns_per_pair = 0.0015;    // attention of one prefill token over one context token
-  double decode_ns_per_seq = 60'000.0;              // linear cost of one decode token
+  double step_overhead_ns = 6.0e6;                // weights read once per step + launch/sampling
+  double prefill_ns_per_token = 65'000.0;         // linear (GEMM) cost of one prefill token
+  double prefill_attention_ns_per_pair = 0.0015;  // attention of one prefill token over one context token
+  double decode_ns_per_seq = 60'000.0;            // linear cost of one decode token
   double decode_attention_ns_per_context_token = 50.0;  // KV read per context token per decode step
   // P/D: the decode side pulls KV instead of prefilling it.
-  double kv_transfer_fixed_ns = 2.0e6;      // handshake + first-byte latency of one pull
+  double kv_transfer_fixed_ns = 2.0e6;        // handshake + first-byte latency of one pull
   double kv_transfer_ns_per_token = 5'000.0;  // 128 KiB per token at ~26 GB/s
   // KV bytes per token (documentation and transfer sizing only).
   uint64_t kv_bytes_per_token = 131'072;

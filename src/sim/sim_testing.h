@@ -51,10 +51,10 @@ class VirtualCluster {
     for (auto& ev : evs) {
       if (ev.kind == EventKind::kKvPull) {
         auto it = engines_.find(ev.pull->remote_engine_id);
-        const ClaimStatus st = it == engines_.end()
-                                   ? ClaimStatus::kUnknown
-                                   : it->second->claim_blocks(ev.pull->remote_request_id,
-                                                              ev.pull->remote_block_ids, ev.time);
+        const ClaimStatus st =
+            it == engines_.end()
+                ? ClaimStatus::kUnknown
+                : it->second->claim_blocks(ev.pull->remote_request_id, ev.pull->remote_block_ids, ev.time);
         pull_results_.push_back(st);
         e.complete_kv_pull(ev.handle, st, ev.time);
         std::vector<Event> more;

@@ -15,19 +15,23 @@ void Histogram::observe(double v, uint64_t n) {
 }
 
 namespace buckets {
-const std::array<double, 22> kVllmTtft = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
-                                          1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
-const std::array<double, 19> kVllmItl = {0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,  0.3,  0.4, 0.5,
+const std::array<double, 22> kVllmTtft = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                          0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
+                                          20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+const std::array<double, 19> kVllmItl = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
                                          0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
-const std::array<double, 21> kVllmRequestTime = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
-                                                 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
-const std::array<double, 13> kVllmIterationTokens = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+const std::array<double, 21> kVllmRequestTime = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
+                                                 5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
+                                                 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+const std::array<double, 13> kVllmIterationTokens = {1,   8,    16,   32,   64,   128,  256,
+                                                     512, 1024, 2048, 4096, 8192, 16384};
 const std::array<double, 5> kVllmParamsN = {1, 2, 5, 10, 20};
 const std::array<double, 20> kSglangTtft = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
                                             0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 15.0, 20.0, 25.0, 30.0};
 const std::array<double, 18> kSglangTpot = {0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075,
                                             0.1,   0.15, 0.2,   0.3,  0.4,   0.5,  0.75, 1.0,  2.5};
-const std::array<double, 15> kSglangE2e = {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0};
+const std::array<double, 15> kSglangE2e = {0.3,  0.5,  0.8,  1.0,  1.5,  2.0,  2.5, 5.0,
+                                           10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0};
 }  // namespace buckets
 
 std::vector<double> one_two_five_buckets(uint64_t max) {

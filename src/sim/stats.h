@@ -56,32 +56,32 @@ struct EngineStats {
   explicit EngineStats(uint32_t max_model_len);
 
   // Counters.
-  uint64_t prompt_tokens = 0;          // full prompt length of every request that reached its first token
-  uint64_t prompt_tokens_computed = 0; // of which prefilled here (not cached, not transferred)
-  uint64_t prompt_tokens_cached = 0;   // of which found in the local prefix cache
+  uint64_t prompt_tokens = 0;              // full prompt length of every request that reached its first token
+  uint64_t prompt_tokens_computed = 0;     // of which prefilled here (not cached, not transferred)
+  uint64_t prompt_tokens_cached = 0;       // of which found in the local prefix cache
   uint64_t prompt_tokens_transferred = 0;  // of which pulled from a prefill instance (P/D)
   uint64_t generation_tokens = 0;
   std::array<uint64_t, kNumFinished> finished{};  // by reason
   uint64_t requests_received = 0;
   uint64_t preemptions = 0;
-  uint64_t prefix_cache_queries = 0;  // tokens
-  uint64_t prefix_cache_hits = 0;     // tokens
-  uint64_t steps = 0;                 // scheduler iterations (llama.cpp n_decode)
-  uint64_t busy_seqs_sum = 0;         // sum over steps of sequences in the step
-  uint64_t max_seq_tokens = 0;        // largest prompt + generation seen
-  uint64_t prefill_ns = 0;            // time spent in steps that prefilled, weighted by token share
-  uint64_t decode_ns = 0;             // time spent decoding, weighted by token share
-  uint64_t kv_pulls_ok = 0;           // P/D: decode-side pulls that succeeded
-  uint64_t kv_pulls_failed = 0;       // P/D: handoffs that failed and were recomputed
-  uint64_t kv_handoffs_expired = 0;   // P/D: prefill-side holds freed by timeout
-  uint64_t kv_handoffs_claimed = 0;   // P/D: prefill-side holds claimed by a decode instance
-  uint64_t blocks_reused = 0;         // full prompt blocks found cached (TRT-LLM reused blocks)
-  uint64_t blocks_missed = 0;         // full prompt blocks not cached
+  uint64_t prefix_cache_queries = 0;      // tokens
+  uint64_t prefix_cache_hits = 0;         // tokens
+  uint64_t steps = 0;                     // scheduler iterations (llama.cpp n_decode)
+  uint64_t busy_seqs_sum = 0;             // sum over steps of sequences in the step
+  uint64_t max_seq_tokens = 0;            // largest prompt + generation seen
+  uint64_t prefill_ns = 0;                // time spent in steps that prefilled, weighted by token share
+  uint64_t decode_ns = 0;                 // time spent decoding, weighted by token share
+  uint64_t kv_pulls_ok = 0;               // P/D: decode-side pulls that succeeded
+  uint64_t kv_pulls_failed = 0;           // P/D: handoffs that failed and were recomputed
+  uint64_t kv_handoffs_expired = 0;       // P/D: prefill-side holds freed by timeout
+  uint64_t kv_handoffs_claimed = 0;       // P/D: prefill-side holds claimed by a decode instance
+  uint64_t blocks_reused = 0;             // full prompt blocks found cached (TRT-LLM reused blocks)
+  uint64_t blocks_missed = 0;             // full prompt blocks not cached
   double last_step_gen_throughput = 0.0;  // decode tokens / second of the last step
 
   // Histograms (seconds unless named tokens).
   Histogram ttft;
-  Histogram itl;                 // one observation per generated token after the first
+  Histogram itl;  // one observation per generated token after the first
   Histogram e2e;
   Histogram queue_time;
   Histogram inference_time;

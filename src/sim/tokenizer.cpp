@@ -9,12 +9,11 @@ namespace {
 
 // 64 common three-letter words; generated replies are drawn from these.
 constexpr std::array<std::string_view, 64> kWords = {
-    " the", " and", " for", " are", " but", " not", " you", " all", " any", " can", " had",
-    " her", " was", " one", " our", " out", " day", " get", " has", " him", " his", " how",
-    " man", " new", " now", " old", " see", " two", " way", " who", " boy", " did", " its",
-    " let", " put", " say", " she", " too", " use", " sky", " sea", " sun", " map", " key",
-    " box", " cat", " dog", " red", " big", " low", " top", " end", " far", " few", " set",
-    " run", " own", " air", " art", " job", " law", " war", " age", " act"};
+    " the", " and", " for", " are", " but", " not", " you", " all", " any", " can", " had", " her", " was",
+    " one", " our", " out", " day", " get", " has", " him", " his", " how", " man", " new", " now", " old",
+    " see", " two", " way", " who", " boy", " did", " its", " let", " put", " say", " she", " too", " use",
+    " sky", " sea", " sun", " map", " key", " box", " cat", " dog", " red", " big", " low", " top", " end",
+    " far", " few", " set", " run", " own", " air", " art", " job", " law", " war", " age", " act"};
 
 struct PieceTable {
   std::array<TokenId, kWords.size()> ids{};

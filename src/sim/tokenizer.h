@@ -26,9 +26,9 @@ namespace cgn::sim {
 
 using TokenId = uint32_t;
 
-inline constexpr uint32_t kTextVocab = 128000;  // ids of text pieces: [0, kTextVocab)
-inline constexpr uint32_t kVocabSize = 128256;  // Llama-3 vocabulary size
-inline constexpr TokenId kEosToken = 128009;    // Llama-3 <|eot_id|>
+inline constexpr uint32_t kTextVocab = 128000;                 // ids of text pieces: [0, kTextVocab)
+inline constexpr uint32_t kVocabSize = 128256;                 // Llama-3 vocabulary size
+inline constexpr TokenId kEosToken = 128009;                   // Llama-3 <|eot_id|>
 inline constexpr uint64_t kTokenSeed = 0x636f676e69746f72ULL;  // "cognitor"
 inline constexpr size_t kPieceBytes = 4;
 

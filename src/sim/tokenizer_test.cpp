@@ -20,7 +20,8 @@ std::vector<TokenId> reference_encode(std::string_view text) {
       for (size_t i = 0; i < len; ++i) {
         v |= static_cast<uint64_t>(static_cast<unsigned char>(text[p + i])) << (8 * i);
       }
-      out.push_back(static_cast<TokenId>(mix64((v | (static_cast<uint64_t>(len) << 32)) ^ kTokenSeed) % kTextVocab));
+      out.push_back(
+          static_cast<TokenId>(mix64((v | (static_cast<uint64_t>(len) << 32)) ^ kTokenSeed) % kTextVocab));
     }
     start = end;
   }
