@@ -180,8 +180,15 @@
     value(k) {
       return this.v[(this.start + k) % this.cap];
     }
-    last() {
-      return this.length ? this.value(this.length - 1) : NaN;
+    // The newest real value (skipping gaps), or NaN.
+    lastFinite() {
+      for (let k = this.length - 1; k >= 0; k--) {
+        const v = this.value(k);
+        if (Number.isFinite(v)) {
+          return v;
+        }
+      }
+      return NaN;
     }
     finiteCount() {
       let n = 0;
@@ -830,7 +837,7 @@
     for (const c of charts) {
       drawChart(c, rings, lastT || Date.now());
       for (const s of c.def.series) {
-        const last = rings[s.key].last();
+        const last = rings[s.key].lastFinite();
         c.values[s.key].textContent = Number.isFinite(last) ? c.def.fmt(last) : "—";
       }
     }
@@ -879,8 +886,10 @@
     showBanner("error", title, [...detail(cfg.endpoint, res.message || ""), " Retrying every " + fmtInterval(cfg.intervalMs) + "."]);
     setStatus("error", stats.lastOkAt ? "stale since " + fmtClock(stats.lastOkAt) : "no data");
     document.body.classList.add("stale");
-    for (const c of charts) {
-      c.noDataReason = title.toLowerCase();
+    if (!stats.ok) {
+      for (const c of charts) {
+        c.noDataReason = title.toLowerCase(); // never connected: say why the charts are empty
+      }
     }
     // A gap in every line marks the outage; rates restart from the next good scrape.
     const now = Date.now();
