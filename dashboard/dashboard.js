@@ -72,11 +72,14 @@
     if (v === null || !Number.isFinite(v)) {
       return ["—", ""];
     }
-    return Math.abs(v) >= 1000 ? [(v / 1000).toFixed(v >= 1e5 ? 0 : 1), "kW"] : [Math.round(v).toString(), "W"];
+    return Math.abs(v) >= 1000
+      ? [(v / 1000).toFixed(v >= 1e5 ? 0 : 1), "kW"]
+      : [Math.round(v).toString(), "W"];
   }
   const fmtSeconds = (v) => splitSeconds(v).join(" ").trim();
   const fmtWatts = (v) => splitWatts(v).join(" ").trim();
-  const fmtPct = (v) => (v === null || !Number.isFinite(v) ? "—" : (v >= 10 || v === 0 ? Math.round(v) : v.toFixed(1)) + " %");
+  const fmtPct = (v) =>
+    v === null || !Number.isFinite(v) ? "—" : (v >= 10 || v === 0 ? Math.round(v) : v.toFixed(1)) + " %";
   const fmtJoules = (v) => (v === null || !Number.isFinite(v) ? "—" : fmtNum(v) + " J");
   function fmtInterval(ms) {
     return ms < 1000 ? ms + " ms" : ms % 1000 === 0 ? ms / 1000 + " s" : (ms / 1000).toFixed(2) + " s";
@@ -138,7 +141,9 @@
       if (e) {
         endpoint = e;
       } else {
-        notes.push("ignored endpoint=" + q.get("endpoint").slice(0, 80) + " (not an http:// or https:// URL)");
+        notes.push(
+          "ignored endpoint=" + q.get("endpoint").slice(0, 80) + " (not an http:// or https:// URL)",
+        );
       }
     }
     let intervalMs = DEFAULT_INTERVAL_MS;
@@ -208,29 +213,78 @@
   // ---- charts ---------------------------------------------------------------------------------
 
   const CHARTS = [
-    { id: "requests", title: "Requests / s", fmt: fmtNum, series: [
-      { key: "rps", label: "total", color: COLORS.cyan, fill: true },
-      { key: "rps_err", label: "errors", color: COLORS.red } ] },
-    { id: "tokens", title: "Tokens / s", fmt: fmtNum, series: [
-      { key: "tps_gen", label: "generated", color: COLORS.violet, fill: true },
-      { key: "tps_prompt", label: "prompt", color: COLORS.cyan } ] },
-    { id: "latency", title: "Request latency", fmt: fmtSeconds, series: [
-      { key: "lat_p50", label: "p50", color: COLORS.green, fill: true },
-      { key: "lat_p95", label: "p95", color: COLORS.amber } ] },
-    { id: "ttft", title: "Time to first token", fmt: fmtSeconds, series: [
-      { key: "ttft_p95", label: "p95", color: COLORS.pink, fill: true },
-      { key: "ttft_p50", label: "p50", color: COLORS.violet } ] },
-    { id: "queue", title: "Queue depth", fmt: fmtNum, series: [
-      { key: "queue", label: "fleet", color: COLORS.amber, fill: true },
-      { key: "queue_max", label: "worst node", color: COLORS.red } ] },
-    { id: "kv", title: "KV cache used", fmt: fmtPct, yMax: 100, series: [
-      { key: "kv_mean", label: "mean", color: COLORS.cyan, fill: true },
-      { key: "kv_max", label: "max", color: COLORS.amber } ] },
-    { id: "power", title: "Power vs cap", fmt: fmtWatts, noData: "no energy metrics at this endpoint", series: [
-      { key: "power", label: "draw", color: COLORS.green, fill: true },
-      { key: "power_cap", label: "cap", color: COLORS.red, dash: [5, 4] } ] },
-    { id: "energy", title: "Energy per token", fmt: fmtJoules, noData: "no energy metrics at this endpoint", series: [
-      { key: "j_per_token", label: "J / token", color: COLORS.violet, fill: true } ] },
+    {
+      id: "requests",
+      title: "Requests / s",
+      fmt: fmtNum,
+      series: [
+        { key: "rps", label: "total", color: COLORS.cyan, fill: true },
+        { key: "rps_err", label: "errors", color: COLORS.red },
+      ],
+    },
+    {
+      id: "tokens",
+      title: "Tokens / s",
+      fmt: fmtNum,
+      series: [
+        { key: "tps_gen", label: "generated", color: COLORS.violet, fill: true },
+        { key: "tps_prompt", label: "prompt", color: COLORS.cyan },
+      ],
+    },
+    {
+      id: "latency",
+      title: "Request latency",
+      fmt: fmtSeconds,
+      series: [
+        { key: "lat_p50", label: "p50", color: COLORS.green, fill: true },
+        { key: "lat_p95", label: "p95", color: COLORS.amber },
+      ],
+    },
+    {
+      id: "ttft",
+      title: "Time to first token",
+      fmt: fmtSeconds,
+      series: [
+        { key: "ttft_p95", label: "p95", color: COLORS.pink, fill: true },
+        { key: "ttft_p50", label: "p50", color: COLORS.violet },
+      ],
+    },
+    {
+      id: "queue",
+      title: "Queue depth",
+      fmt: fmtNum,
+      series: [
+        { key: "queue", label: "fleet", color: COLORS.amber, fill: true },
+        { key: "queue_max", label: "worst node", color: COLORS.red },
+      ],
+    },
+    {
+      id: "kv",
+      title: "KV cache used",
+      fmt: fmtPct,
+      yMax: 100,
+      series: [
+        { key: "kv_mean", label: "mean", color: COLORS.cyan, fill: true },
+        { key: "kv_max", label: "max", color: COLORS.amber },
+      ],
+    },
+    {
+      id: "power",
+      title: "Power vs cap",
+      fmt: fmtWatts,
+      noData: "no energy metrics at this endpoint",
+      series: [
+        { key: "power", label: "draw", color: COLORS.green, fill: true },
+        { key: "power_cap", label: "cap", color: COLORS.red, dash: [5, 4] },
+      ],
+    },
+    {
+      id: "energy",
+      title: "Energy per token",
+      fmt: fmtJoules,
+      noData: "no energy metrics at this endpoint",
+      series: [{ key: "j_per_token", label: "J / token", color: COLORS.violet, fill: true }],
+    },
   ];
 
   // The smallest "round" top of a 4-step axis that holds v (step = 1, 1.5, 2, ... 8 x 10^n).
@@ -500,12 +554,23 @@
         }
         // fetch() says only "failed" for both a dead port and a CORS refusal. An opaque
         // (no-cors) request succeeds when something answered, so it tells the two apart.
-        const answered = await fetch(url, { mode: "no-cors", cache: "no-store", signal: ctrl.signal, credentials: "omit" })
-          .then(() => true, () => false);
+        const answered = await fetch(url, {
+          mode: "no-cors",
+          cache: "no-store",
+          signal: ctrl.signal,
+          credentials: "omit",
+        }).then(
+          () => true,
+          () => false,
+        );
         return answered ? { ok: false, kind: "cors" } : { ok: false, kind: "unreachable" };
       }
       if (!resp.ok) {
-        return { ok: false, kind: "http", message: "HTTP " + resp.status + (resp.statusText ? " " + resp.statusText : "") };
+        return {
+          ok: false,
+          kind: "http",
+          message: "HTTP " + resp.status + (resp.statusText ? " " + resp.statusText : ""),
+        };
       }
       const body = await readBounded(resp, MAX_BODY_BYTES);
       if (body.error) {
@@ -563,8 +628,18 @@
       prompt: P.counterValues(f, "cgn_router_prompt_tokens_total"),
       lat: P.bucketValues(f, "cgn_router_request_duration_seconds"),
       ttft: P.bucketValues(f, "cgn_router_chat_ttft_seconds"),
-      overlapSum: P.counterValues(f, "cgn_router_prefix_overlap_ratio", null, "cgn_router_prefix_overlap_ratio_sum"),
-      overlapCount: P.counterValues(f, "cgn_router_prefix_overlap_ratio", null, "cgn_router_prefix_overlap_ratio_count"),
+      overlapSum: P.counterValues(
+        f,
+        "cgn_router_prefix_overlap_ratio",
+        null,
+        "cgn_router_prefix_overlap_ratio_sum",
+      ),
+      overlapCount: P.counterValues(
+        f,
+        "cgn_router_prefix_overlap_ratio",
+        null,
+        "cgn_router_prefix_overlap_ratio_count",
+      ),
       has: {
         req: f.has("cgn_router_requests_total"),
         gen: f.has("cgn_router_generation_tokens_total"),
@@ -731,11 +806,26 @@
     if (cordoned) {
       nodeSub.push(" · ", { cls: "warn", text: cordoned + " cordoned" });
     }
-    setKpi("kpi-nodes", list.length ? String(up.length) : "no data", list.length ? "/ " + list.length : "", list.length ? nodeSub : ["no cgn_cluster_node_* series"]);
+    setKpi(
+      "kpi-nodes",
+      list.length ? String(up.length) : "no data",
+      list.length ? "/ " + list.length : "",
+      list.length ? nodeSub : ["no cgn_cluster_node_* series"],
+    );
 
     const errPct = v.rps > 0 && Number.isFinite(v.rps_err) ? (100 * v.rps_err) / v.rps : null;
-    setKpi("kpi-rps", fmtNum(v.rps), "", errPct === null ? [] : ["errors ", { cls: errPct >= 1 ? "bad" : "", text: fmtPct(errPct) }]);
-    setKpi("kpi-tps", fmtNum(v.tps_gen), "", v.tps_prompt !== undefined && v.tps_prompt !== null ? ["prompt " + fmtNum(v.tps_prompt) + " / s"] : []);
+    setKpi(
+      "kpi-rps",
+      fmtNum(v.rps),
+      "",
+      errPct === null ? [] : ["errors ", { cls: errPct >= 1 ? "bad" : "", text: fmtPct(errPct) }],
+    );
+    setKpi(
+      "kpi-tps",
+      fmtNum(v.tps_gen),
+      "",
+      v.tps_prompt !== undefined && v.tps_prompt !== null ? ["prompt " + fmtNum(v.tps_prompt) + " / s"] : [],
+    );
     const [l50, l50u] = splitSeconds(v.lat_p50);
     setKpi("kpi-latency", l50, l50u, ["p95 " + fmtSeconds(v.lat_p95)]);
     const [t95, t95u] = splitSeconds(v.ttft_p95);
@@ -745,7 +835,10 @@
       const sub = [];
       if (v.power_cap > 0) {
         const pct = (100 * v.power) / v.power_cap;
-        sub.push({ cls: pct >= 95 ? "bad" : pct >= 85 ? "warn" : "", text: fmtPct(pct) }, " of " + fmtWatts(v.power_cap) + " cap");
+        sub.push(
+          { cls: pct >= 95 ? "bad" : pct >= 85 ? "warn" : "", text: fmtPct(pct) },
+          " of " + fmtWatts(v.power_cap) + " cap",
+        );
       }
       if (v.j_per_token !== null) {
         sub.push(" · " + fmtNum(v.j_per_token) + " J/tok");
@@ -755,8 +848,12 @@
       setKpi("kpi-power", "no data", "", ["no energy metrics yet"]);
     }
     const entries = P.gaugeSum(f, "cgn_router_prefix_index_entries");
-    setKpi("kpi-prefix", entries === null ? "no data" : fmtNum(entries), "",
-      v.overlap !== null && v.overlap !== undefined ? ["mean overlap " + fmtPct(100 * v.overlap)] : []);
+    setKpi(
+      "kpi-prefix",
+      entries === null ? "no data" : fmtNum(entries),
+      "",
+      v.overlap !== null && v.overlap !== undefined ? ["mean overlap " + fmtPct(100 * v.overlap)] : [],
+    );
   }
 
   function meter(ratio, text, short) {
@@ -780,7 +877,10 @@
 
   function updateTable(list) {
     const tbody = $("node-table").querySelector("tbody");
-    const rows = list.slice().sort((a, b) => collator.compare(a.node, b.node)).slice(0, MAX_TABLE_ROWS);
+    const rows = list
+      .slice()
+      .sort((a, b) => collator.compare(a.node, b.node))
+      .slice(0, MAX_TABLE_ROWS);
     const frag = document.createDocumentFragment();
     for (const n of rows) {
       const tr = document.createElement("tr");
@@ -815,7 +915,8 @@
       cell(Number.isFinite(n.running) ? String(Math.round(n.running)) : "—", "num");
       cell(Number.isFinite(n.kv) ? meter(n.kv, fmtPct(100 * n.kv), true) : "—");
       if (Number.isFinite(n.power)) {
-        const text = Math.round(n.power) + (Number.isFinite(n.limit) ? " / " + Math.round(n.limit) : "") + " W";
+        const text =
+          Math.round(n.power) + (Number.isFinite(n.limit) ? " / " + Math.round(n.limit) : "") + " W";
         cell(meter(Number.isFinite(n.limit) && n.limit > 0 ? n.power / n.limit : 0, text));
       } else {
         cell("—", "muted");
@@ -830,7 +931,8 @@
     tbody.replaceChildren(frag);
     stats.nodes = rows.length;
     $("nodes-empty").hidden = rows.length > 0;
-    $("nodes-note").textContent = list.length > rows.length ? "showing " + rows.length + " of " + list.length : "";
+    $("nodes-note").textContent =
+      list.length > rows.length ? "showing " + rows.length + " of " + list.length : "";
   }
 
   function drawAll() {
@@ -866,11 +968,27 @@
   }
 
   const ERROR_TEXT = {
-    unreachable: ["Endpoint unreachable", (u) => ["No answer from ", { code: u }, ": the router is down, the address is wrong, or the network drops the connection."]],
-    cors: ["Blocked by CORS", (u) => [{ code: u }, " answered, but without Access-Control-Allow-Origin, so the browser does not let this page read it. Cognitora's /metrics sends it; check the address and any proxy in front."]],
+    unreachable: [
+      "Endpoint unreachable",
+      (u) => [
+        "No answer from ",
+        { code: u },
+        ": the router is down, the address is wrong, or the network drops the connection.",
+      ],
+    ],
+    cors: [
+      "Blocked by CORS",
+      (u) => [
+        { code: u },
+        " answered, but without Access-Control-Allow-Origin, so the browser does not let this page read it. Cognitora's /metrics sends it; check the address and any proxy in front.",
+      ],
+    ],
     timeout: ["Endpoint timed out", (u, m) => [{ code: u }, " gave " + m + "."]],
     http: ["Endpoint error", (u, m) => [{ code: u }, " answered " + m + "."]],
-    "not-prometheus": ["Not Prometheus text", (u, m) => [{ code: u }, " answered, but not with Prometheus metrics: " + m + "."]],
+    "not-prometheus": [
+      "Not Prometheus text",
+      (u, m) => [{ code: u }, " answered, but not with Prometheus metrics: " + m + "."],
+    ],
     "too-large": ["Response too large", (u, m) => [{ code: u }, ": " + m + "."]],
   };
 
@@ -883,7 +1001,10 @@
     stats.failed++;
     stats.lastError = res.kind;
     const [title, detail] = ERROR_TEXT[res.kind] || ERROR_TEXT.unreachable;
-    showBanner("error", title, [...detail(cfg.endpoint, res.message || ""), " Retrying every " + fmtInterval(cfg.intervalMs) + "."]);
+    showBanner("error", title, [
+      ...detail(cfg.endpoint, res.message || ""),
+      " Retrying every " + fmtInterval(cfg.intervalMs) + ".",
+    ]);
     setStatus("error", stats.lastOkAt ? "stale since " + fmtClock(stats.lastOkAt) : "no data");
     document.body.classList.add("stale");
     if (!stats.ok) {
@@ -916,7 +1037,10 @@
       if (cgn) {
         hideBanner();
       } else {
-        showBanner("warn", "No Cognitora metrics", [{ code: cfg.endpoint }, " serves Prometheus text but no cgn_* series: is this a Cognitora /metrics?"]);
+        showBanner("warn", "No Cognitora metrics", [
+          { code: cfg.endpoint },
+          " serves Prometheus text but no cgn_* series: is this a Cognitora /metrics?",
+        ]);
       }
       if (cfg.notes.length) {
         showBanner("warn", "Deep link", [cfg.notes.join("; ") + "."]);
@@ -960,13 +1084,17 @@
 
   function fillIntervals() {
     const sel = $("interval");
-    const choices = INTERVAL_CHOICES.includes(cfg.intervalMs) ? INTERVAL_CHOICES : [...INTERVAL_CHOICES, cfg.intervalMs].sort((a, b) => a - b);
-    sel.replaceChildren(...choices.map((ms) => {
-      const o = document.createElement("option");
-      o.value = String(ms);
-      o.textContent = fmtInterval(ms);
-      return o;
-    }));
+    const choices = INTERVAL_CHOICES.includes(cfg.intervalMs)
+      ? INTERVAL_CHOICES
+      : [...INTERVAL_CHOICES, cfg.intervalMs].sort((a, b) => a - b);
+    sel.replaceChildren(
+      ...choices.map((ms) => {
+        const o = document.createElement("option");
+        o.value = String(ms);
+        o.textContent = fmtInterval(ms);
+        return o;
+      }),
+    );
     sel.value = String(cfg.intervalMs);
   }
 
@@ -979,7 +1107,11 @@
       ev.preventDefault();
       const e = normaliseEndpoint($("endpoint").value);
       if (!e) {
-        showBanner("error", "Bad endpoint", ["Enter an http:// or https:// URL, e.g. ", { code: DEFAULT_FILE_ENDPOINT }, "."]);
+        showBanner("error", "Bad endpoint", [
+          "Enter an http:// or https:// URL, e.g. ",
+          { code: DEFAULT_FILE_ENDPOINT },
+          ".",
+        ]);
         return;
       }
       cfg.endpoint = e;
@@ -1006,7 +1138,8 @@
     stats: () => Object.assign({}, stats),
     seriesLengths: () => Object.fromEntries(SERIES_KEYS.map((k) => [k, rings[k].finiteCount()])),
     drawnPoints: () => Object.fromEntries(charts.map((c) => [c.def.id, Object.assign({}, c.drawn)])),
-    charts: () => CHARTS.map((c) => ({ id: c.id, series: c.series.map((s) => ({ key: s.key, color: s.color })) })),
+    charts: () =>
+      CHARTS.map((c) => ({ id: c.id, series: c.series.map((s) => ({ key: s.key, color: s.color })) })),
     // Exposed for the unit tests of the pure helpers.
     parseInterval,
     normaliseEndpoint,

@@ -201,7 +201,9 @@ class Fleet:
             cost = MODEL_COST[m]
             for ep, ep_share in ENDPOINTS:
                 k = share * ep_share
-                for code, frac in (("200", 1 - reject_frac - 0.003), ("429", reject_frac), ("503", 0.002), ("400", 0.001)):
+                ok = 1 - reject_frac - 0.003
+                codes = (("200", ok), ("429", reject_frac), ("503", 0.002), ("400", 0.001))
+                for code, frac in codes:
                     key = (m, ep, code)
                     self.requests[key] = self.requests.get(key, 0.0) + k * frac
                 med = 1.2 * cost * (1 + load)
@@ -261,9 +263,11 @@ class Fleet:
             sample(name + "_sum", labels, h.sum)
             sample(name + "_count", labels, math.floor(h.cum[-1]))
 
-        family("cgn_router_requests_total", "counter", "Requests answered, by model, endpoint and HTTP status.")
+        family("cgn_router_requests_total", "counter",
+               "Requests answered, by model, endpoint and HTTP status.")
         for (m, ep, code), v in sorted(self.requests.items()):
-            sample("cgn_router_requests_total", [("model", m), ("endpoint", ep), ("code", code)], math.floor(v))
+            labels = [("model", m), ("endpoint", ep), ("code", code)]
+            sample("cgn_router_requests_total", labels, math.floor(v))
         family("cgn_router_chat_ttft_seconds", "histogram", "Time to first streamed token.")
         histogram("cgn_router_chat_ttft_seconds", [], self.ttft)
         family("cgn_router_request_duration_seconds", "histogram", "Request duration, by model and endpoint.")
@@ -277,7 +281,8 @@ class Fleet:
             sample("cgn_router_prompt_tokens_total", [("model", m)], math.floor(v))
         family("cgn_router_routing_decision_seconds", "histogram", "Time to pick a node.")
         histogram("cgn_router_routing_decision_seconds", [], self.routing)
-        family("cgn_router_prefix_overlap_ratio", "histogram", "Share of the prompt already cached on the chosen node.")
+        family("cgn_router_prefix_overlap_ratio", "histogram",
+               "Share of the prompt already cached on the chosen node.")
         histogram("cgn_router_prefix_overlap_ratio", [], self.overlap)
         family("cgn_router_prefix_index_entries", "gauge", "Block digests in the prefix index.")
         sample("cgn_router_prefix_index_entries", [], round(self.index_entries))
@@ -294,12 +299,14 @@ class Fleet:
         nodes = sorted(self.nodes, key=lambda n: n.name)
         family("cgn_cluster_node_info", "gauge", "Node identity; always 1.")
         for n in nodes:
-            labels = [("node", n.name), ("model", n.model), ("engine", n.engine), ("role", n.role), ("gpu_name", n.gpu_name)]
+            labels = [("node", n.name), ("model", n.model), ("engine", n.engine), ("role", n.role),
+                      ("gpu_name", n.gpu_name)]
             sample("cgn_cluster_node_info", labels, 1)
         per_node = [
             ("cgn_cluster_node_up", "1 when the node is healthy.", lambda n: 1 if n.up else 0),
             ("cgn_cluster_node_queue_depth", "Requests waiting on the node.", lambda n: round(n.queue)),
-            ("cgn_cluster_node_running", "Requests running on the node.", lambda n: round(n.load * n.max_batch * 0.5)),
+            ("cgn_cluster_node_running", "Requests running on the node.",
+             lambda n: round(n.load * n.max_batch * 0.5)),
             ("cgn_cluster_node_kv_used_ratio", "KV cache in use, 0..1.", lambda n: round(n.kv, 4)),
         ]
         if self.energy:
@@ -307,7 +314,8 @@ class Fleet:
                 ("cgn_cluster_node_power_watts", "GPU board power.", lambda n: round(n.power, 1)),
                 ("cgn_cluster_node_watt_limit", "GPU power cap.", lambda n: n.watt_limit),
             ]
-        per_node.append(("cgn_cluster_node_cordoned", "1 when the node takes no new work.", lambda n: 1 if n.cordoned else 0))
+        per_node.append(("cgn_cluster_node_cordoned", "1 when the node takes no new work.",
+                         lambda n: 1 if n.cordoned else 0))
         for name, help_text, get in per_node:
             family(name, "gauge", help_text)
             for n in nodes:
@@ -372,7 +380,8 @@ def make_handler(fleet, quiet):
             path = self.path.split("?")[0]
             if path == "/metrics":
                 fleet.advance()
-                return self._send(200, CONTENT_TYPE, fleet.render(), self._cors() + [("Cache-Control", "no-store")])
+                extra = self._cors() + [("Cache-Control", "no-store")]
+                return self._send(200, CONTENT_TYPE, fleet.render(), extra)
             if path == "/":
                 return self._send(302, "text/plain", b"", [("Location", "/dashboard/")])
             if path == "/dashboard" or path.startswith("/dashboard/"):

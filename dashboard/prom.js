@@ -18,8 +18,17 @@
     maxNameLength: 512,
     maxLabelValueLength: 4096,
   };
-  const TYPES = new Set(["counter", "gauge", "histogram", "summary", "untyped", "unknown",
-                         "gaugehistogram", "stateset", "info"]);
+  const TYPES = new Set([
+    "counter",
+    "gauge",
+    "histogram",
+    "summary",
+    "untyped",
+    "unknown",
+    "gaugehistogram",
+    "stateset",
+    "info",
+  ]);
   const NAME_RE = /^[a-zA-Z_:][a-zA-Z0-9_:]*/;
   const LABEL_NAME_RE = /^[a-zA-Z_][a-zA-Z0-9_]*/;
   const VALUE_RE = /^[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[Ii]nf(?:inity)?|NaN|nan)$/;
@@ -85,7 +94,7 @@
           i++;
         }
         if (line[i] !== "=" || line[i + 1] !== '"') {
-          return { error: "expected =\" after label " + lm[0] };
+          return { error: 'expected =" after label ' + lm[0] };
         }
         i += 2;
         let value = "";
@@ -136,7 +145,10 @@
     if (line[i] !== " " && line[i] !== "\t") {
       return { error: "expected a space before the value" };
     }
-    const rest = line.slice(i).trim().split(/[ \t]+/);
+    const rest = line
+      .slice(i)
+      .trim()
+      .split(/[ \t]+/);
     if (rest.length < 1 || rest.length > 2 || rest[0] === "") {
       return { error: "expected a value and an optional timestamp" };
     }
@@ -202,7 +214,10 @@
         continue;
       }
       if (line[0] === "#") {
-        const parts = line.slice(1).trim().split(/[ \t]+/);
+        const parts = line
+          .slice(1)
+          .trim()
+          .split(/[ \t]+/);
         const kw = parts[0];
         if (kw === "EOF") {
           break;
@@ -269,7 +284,9 @@
 
   // A stable identity for one series: its name and labels, sorted, without the ones in `drop`.
   function seriesKey(sample, drop) {
-    const names = Object.keys(sample.labels).filter((k) => !drop || !drop.includes(k)).sort();
+    const names = Object.keys(sample.labels)
+      .filter((k) => !drop || !drop.includes(k))
+      .sort();
     return sample.name + "{" + names.map((k) => k + "=" + JSON.stringify(sample.labels[k])).join(",") + "}";
   }
 

@@ -65,7 +65,9 @@ async function waitForData(page, n, chartIds) {
         return false;
       }
       const drawn = d.drawnPoints();
-      return ids.every((id) => drawn[id] && Object.values(drawn[id]).length && Object.values(drawn[id]).every((p) => p >= 2));
+      return ids.every(
+        (id) => drawn[id] && Object.values(drawn[id]).length && Object.values(drawn[id]).every((p) => p >= 2),
+      );
     },
     [n, chartIds],
     { timeout: 20000, polling: 100 },
@@ -76,26 +78,33 @@ async function waitForData(page, n, chartIds) {
 // distance): proof that a line, not a dot, was drawn, read back from the canvas itself rather
 // than from the page's own bookkeeping.
 function colourColumns(page, chartId, hex) {
-  return page.evaluate(([id, color]) => {
-    const c = document.querySelector("#chart-" + id + " canvas");
-    const data = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
-    const r = parseInt(color.slice(1, 3), 16);
-    const g = parseInt(color.slice(3, 5), 16);
-    const b = parseInt(color.slice(5, 7), 16);
-    const columns = new Set();
-    for (let i = 0; i < data.length; i += 4) {
-      if (data[i + 3] > 200 && Math.abs(data[i] - r) + Math.abs(data[i + 1] - g) + Math.abs(data[i + 2] - b) < 90) {
-        columns.add((i / 4) % c.width);
+  return page.evaluate(
+    ([id, color]) => {
+      const c = document.querySelector("#chart-" + id + " canvas");
+      const data = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+      const r = parseInt(color.slice(1, 3), 16);
+      const g = parseInt(color.slice(3, 5), 16);
+      const b = parseInt(color.slice(5, 7), 16);
+      const columns = new Set();
+      for (let i = 0; i < data.length; i += 4) {
+        if (
+          data[i + 3] > 200 &&
+          Math.abs(data[i] - r) + Math.abs(data[i + 1] - g) + Math.abs(data[i + 2] - b) < 90
+        ) {
+          columns.add((i / 4) % c.width);
+        }
       }
-    }
-    return columns.size;
-  }, [chartId, hex]);
+      return columns.size;
+    },
+    [chartId, hex],
+  );
 }
 
-const bannerText = (page) => page.evaluate(() => {
-  const b = document.getElementById("banner");
-  return b.hidden ? "" : b.innerText;
-});
+const bannerText = (page) =>
+  page.evaluate(() => {
+    const b = document.getElementById("banner");
+    return b.hidden ? "" : b.innerText;
+  });
 
 test("the page loads: KPIs filled, every chart draws, the node table lists the nodes", async () => {
   const { page, errors } = await open(pageUrl({ endpoint, interval: "500" }));
@@ -122,7 +131,9 @@ test("the page loads: KPIs filled, every chart draws, the node table lists the n
     assert.notEqual(legend, "—", `chart ${c.id} legend`);
   }
 
-  const rows = await page.locator("#node-table tbody tr").evaluateAll((trs) => trs.map((tr) => tr.dataset.node));
+  const rows = await page
+    .locator("#node-table tbody tr")
+    .evaluateAll((trs) => trs.map((tr) => tr.dataset.node));
   assert.ok(expectedNodes.length > 0, "the endpoint reports no nodes");
   assert.deepEqual([...rows].sort(), expectedNodes);
   if (mock) {
@@ -134,7 +145,10 @@ test("the page loads: KPIs filled, every chart draws, the node table lists the n
   }
   const firstRow = await page.locator("#node-table tbody tr").first().locator("td").allInnerTexts();
   assert.equal(firstRow.length, 11);
-  assert.ok(firstRow.slice(0, 5).every((t) => t.trim() && t.trim() !== "—"), "node, model, engine, role, GPU: " + firstRow.join(" | "));
+  assert.ok(
+    firstRow.slice(0, 5).every((t) => t.trim() && t.trim() !== "—"),
+    "node, model, engine, role, GPU: " + firstRow.join(" | "),
+  );
 
   assert.equal(await bannerText(page), "");
   assert.equal(await page.locator("#status").getAttribute("data-state"), "live");
@@ -144,7 +158,11 @@ test("the page loads: KPIs filled, every chart draws, the node table lists the n
 });
 
 test("deep links set the endpoint and the interval", async () => {
-  for (const [given, ms, label] of [["1500", 1500, "1.50 s"], ["2s", 2000, "2 s"], ["750ms", 750, "750 ms"]]) {
+  for (const [given, ms, label] of [
+    ["1500", 1500, "1.50 s"],
+    ["2s", 2000, "2 s"],
+    ["750ms", 750, "750 ms"],
+  ]) {
     const { page, errors } = await open(pageUrl({ endpoint, interval: given }));
     await page.waitForFunction(() => window.cgnDashboard && window.cgnDashboard.stats().ok >= 1);
     assert.deepEqual(await page.evaluate(() => window.cgnDashboard.config()), { endpoint, intervalMs: ms });
@@ -212,7 +230,9 @@ test("an endpoint that is not Prometheus text shows a visible error", async () =
 test("Prometheus text without cgn_ series is read, with a warning that it is not Cognitora's", async () => {
   const other = await startServer((req, res) => {
     res.writeHead(200, { "Content-Type": "text/plain; version=0.0.4", "Access-Control-Allow-Origin": "*" });
-    res.end("# TYPE up gauge\nup 1\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.5\n");
+    res.end(
+      "# TYPE up gauge\nup 1\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.5\n",
+    );
   });
   try {
     const { page, errors } = await open(pageUrl({ endpoint: other.url, interval: "500" }));
@@ -239,7 +259,10 @@ test("a refused CORS request and an HTTP error are told apart from a dead endpoi
     res.end("not found\n");
   });
   try {
-    for (const [url, re, kind] of [[noCors.url, /Blocked by CORS/, "cors"], [notFound.url, /HTTP 404/, "http"]]) {
+    for (const [url, re, kind] of [
+      [noCors.url, /Blocked by CORS/, "cors"],
+      [notFound.url, /HTTP 404/, "http"],
+    ]) {
       const { page, errors } = await open(pageUrl({ endpoint: url, interval: "500" }));
       await page.locator("#banner").waitFor({ state: "visible" });
       assert.match(await bannerText(page), re);
@@ -263,7 +286,10 @@ test("an outage keeps the last data on screen, marked stale, and recovers", asyn
       return;
     }
     const r = await fetchText(endpoint);
-    res.writeHead(r.status, { "Content-Type": "text/plain; version=0.0.4", "Access-Control-Allow-Origin": "*" });
+    res.writeHead(r.status, {
+      "Content-Type": "text/plain; version=0.0.4",
+      "Access-Control-Allow-Origin": "*",
+    });
     res.end(r.text);
   });
   try {
@@ -273,7 +299,11 @@ test("an outage keeps the last data on screen, marked stale, and recovers", asyn
     await page.locator("#banner").waitFor({ state: "visible" });
     assert.match(await bannerText(page), /Endpoint unreachable/);
     assert.equal(await page.evaluate(() => document.body.classList.contains("stale")), true);
-    assert.equal(await page.locator("#node-table tbody tr").count(), expectedNodes.length, "rows stay during the outage");
+    assert.equal(
+      await page.locator("#node-table tbody tr").count(),
+      expectedNodes.length,
+      "rows stay during the outage",
+    );
     assert.match(await page.locator("#status-text").innerText(), /stale since/);
     const okBefore = await page.evaluate(() => window.cgnDashboard.stats().ok);
     up = true;
@@ -288,34 +318,48 @@ test("an outage keeps the last data on screen, marked stale, and recovers", asyn
   }
 });
 
-test("without energy metrics, power and J/token say no data", { skip: !!externalEndpoint && "mock only" }, async () => {
-  const m = await startMock(["--no-energy"]);
-  try {
-    const { page, errors } = await open(pageUrl({ endpoint: m.endpoint, interval: "500" }));
-    await waitForData(page, 3, ["requests", "latency"]);
-    assert.equal((await page.locator("#kpi-power .kpi-value").innerText()).trim(), "no data");
-    const drawn = await page.evaluate(() => window.cgnDashboard.drawnPoints());
-    assert.deepEqual(drawn.power, { power: 0, power_cap: 0 });
-    assert.deepEqual(drawn.energy, { j_per_token: 0 });
-    assert.equal(await colourColumns(page, "power", "#34d399"), 0);
-    assert.equal(await page.locator("#node-table tbody tr").count(), 16);
-    assert.deepEqual(errors, []);
-    await page.close();
-  } finally {
-    await m.stop();
-  }
-});
+test(
+  "without energy metrics, power and J/token say no data",
+  { skip: !!externalEndpoint && "mock only" },
+  async () => {
+    const m = await startMock(["--no-energy"]);
+    try {
+      const { page, errors } = await open(pageUrl({ endpoint: m.endpoint, interval: "500" }));
+      await waitForData(page, 3, ["requests", "latency"]);
+      assert.equal((await page.locator("#kpi-power .kpi-value").innerText()).trim(), "no data");
+      const drawn = await page.evaluate(() => window.cgnDashboard.drawnPoints());
+      assert.deepEqual(drawn.power, { power: 0, power_cap: 0 });
+      assert.deepEqual(drawn.energy, { j_per_token: 0 });
+      assert.equal(await colourColumns(page, "power", "#34d399"), 0);
+      assert.equal(await page.locator("#node-table tbody tr").count(), 16);
+      assert.deepEqual(errors, []);
+      await page.close();
+    } finally {
+      await m.stop();
+    }
+  },
+);
 
-test("served over HTTP at /dashboard or /dashboard/, it scrapes its own origin's /metrics", { skip: !!externalEndpoint && "the router's /dashboard is checked by its own tests" }, async () => {
-  for (const path of ["/dashboard/", "/dashboard"]) {
-    const { page, errors } = await open(`${mock.origin}${path}?interval=500`);
-    await waitForData(page, 2, ["requests"]);
-    assert.equal((await page.evaluate(() => window.cgnDashboard.config())).endpoint, `${mock.origin}/metrics`);
-    assert.equal(new URL(page.url()).pathname, "/dashboard/");
-    assert.equal(await page.locator("#node-table tbody tr").count(), 16);
-    // The stylesheet loaded: the dark theme is on.
-    assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), "rgb(10, 14, 20)");
-    assert.deepEqual(errors, []);
-    await page.close();
-  }
-});
+test(
+  "served over HTTP at /dashboard or /dashboard/, it scrapes its own origin's /metrics",
+  { skip: !!externalEndpoint && "the router's /dashboard is checked by its own tests" },
+  async () => {
+    for (const path of ["/dashboard/", "/dashboard"]) {
+      const { page, errors } = await open(`${mock.origin}${path}?interval=500`);
+      await waitForData(page, 2, ["requests"]);
+      assert.equal(
+        (await page.evaluate(() => window.cgnDashboard.config())).endpoint,
+        `${mock.origin}/metrics`,
+      );
+      assert.equal(new URL(page.url()).pathname, "/dashboard/");
+      assert.equal(await page.locator("#node-table tbody tr").count(), 16);
+      // The stylesheet loaded: the dark theme is on.
+      assert.equal(
+        await page.evaluate(() => getComputedStyle(document.body).backgroundColor),
+        "rgb(10, 14, 20)",
+      );
+      assert.deepEqual(errors, []);
+      await page.close();
+    }
+  },
+);

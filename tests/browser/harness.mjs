@@ -63,9 +63,13 @@ export async function launchBrowser() {
 // Starts dashboard/mock_metrics.py on port 0 and waits for the line that names its port.
 export function startMock(extraArgs = []) {
   return new Promise((resolve, reject) => {
-    const child = spawn("python3", [path.join(dashboardDir, "mock_metrics.py"), "--port", "0", ...extraArgs], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      "python3",
+      [path.join(dashboardDir, "mock_metrics.py"), "--port", "0", ...extraArgs],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let out = "";
     let err = "";
     const timer = setTimeout(() => {

@@ -33,7 +33,9 @@ async function scrape(url) {
 
 // The label names a sample carries, without the histogram's le.
 function labelSet(sample) {
-  return Object.keys(sample.labels).filter((k) => k !== "le").sort();
+  return Object.keys(sample.labels)
+    .filter((k) => k !== "le")
+    .sort();
 }
 
 test("metric_names.txt lists the DESIGN.md section 10 families with valid types", () => {
@@ -47,41 +49,52 @@ test("metric_names.txt lists the DESIGN.md section 10 families with valid types"
   }
 });
 
-test("every family the mock emits is in metric_names.txt, with its type and labels", { skip: !!externalEndpoint && "real router: see the next test" }, async () => {
-  const { families } = await scrape(endpoint);
-  for (const [name, fam] of families) {
-    const c = contract.get(name);
-    assert.ok(c, `the mock emits ${name}, which metric_names.txt (the router's list) does not have`);
-    assert.equal(fam.type, c.type, name + " type");
-    const suffixes = c.type === "histogram" ? ["_bucket", "_sum", "_count"] : [""];
-    for (const s of fam.samples) {
-      assert.ok(suffixes.some((x) => s.name === name + x), `${s.name} is not a series of ${name}`);
-      assert.deepEqual(labelSet(s), c.labels, `${s.name} labels`);
-      if (s.name.endsWith("_bucket")) {
-        assert.ok("le" in s.labels, s.name + " without le");
+test(
+  "every family the mock emits is in metric_names.txt, with its type and labels",
+  { skip: !!externalEndpoint && "real router: see the next test" },
+  async () => {
+    const { families } = await scrape(endpoint);
+    for (const [name, fam] of families) {
+      const c = contract.get(name);
+      assert.ok(c, `the mock emits ${name}, which metric_names.txt (the router's list) does not have`);
+      assert.equal(fam.type, c.type, name + " type");
+      const suffixes = c.type === "histogram" ? ["_bucket", "_sum", "_count"] : [""];
+      for (const s of fam.samples) {
+        assert.ok(
+          suffixes.some((x) => s.name === name + x),
+          `${s.name} is not a series of ${name}`,
+        );
+        assert.deepEqual(labelSet(s), c.labels, `${s.name} labels`);
+        if (s.name.endsWith("_bucket")) {
+          assert.ok("le" in s.labels, s.name + " without le");
+        }
       }
     }
-  }
-  // And the mock shows the dashboard everything it can draw.
-  assert.deepEqual([...families.keys()].sort(), [...contract.keys()].sort());
-});
+    // And the mock shows the dashboard everything it can draw.
+    assert.deepEqual([...families.keys()].sort(), [...contract.keys()].sort());
+  },
+);
 
-test("the router emits every family in metric_names.txt, and no other cgn_router_/cgn_cluster_ one", { skip: !externalEndpoint && "no CGN_DASHBOARD_ENDPOINT: the mock is checked above" }, async () => {
-  const { families } = await scrape(endpoint);
-  for (const [name, c] of contract) {
-    const fam = families.get(name);
-    assert.ok(fam, `the router does not emit ${name}`);
-    assert.equal(fam.type, c.type, name + " type");
-    for (const s of fam.samples) {
-      assert.deepEqual(labelSet(s), c.labels, `${s.name} labels`);
+test(
+  "the router emits every family in metric_names.txt, and no other cgn_router_/cgn_cluster_ one",
+  { skip: !externalEndpoint && "no CGN_DASHBOARD_ENDPOINT: the mock is checked above" },
+  async () => {
+    const { families } = await scrape(endpoint);
+    for (const [name, c] of contract) {
+      const fam = families.get(name);
+      assert.ok(fam, `the router does not emit ${name}`);
+      assert.equal(fam.type, c.type, name + " type");
+      for (const s of fam.samples) {
+        assert.deepEqual(labelSet(s), c.labels, `${s.name} labels`);
+      }
     }
-  }
-  for (const name of families.keys()) {
-    if (/^cgn_(router|cluster)_/.test(name)) {
-      assert.ok(contract.has(name), `${name} is emitted but missing from metric_names.txt`);
+    for (const name of families.keys()) {
+      if (/^cgn_(router|cluster)_/.test(name)) {
+        assert.ok(contract.has(name), `${name} is emitted but missing from metric_names.txt`);
+      }
     }
-  }
-});
+  },
+);
 
 test("counters never fall and histograms are consistent across scrapes", async () => {
   const first = await scrape(endpoint);
@@ -134,41 +147,63 @@ test("/metrics answers CORS: a header on GET and an OPTIONS preflight", async ()
   assert.match(get.headers.get("content-type") || "", /^text\/plain/);
   const pre = await fetch(endpoint, {
     method: "OPTIONS",
-    headers: { Origin: "null", "Access-Control-Request-Method": "GET", "Access-Control-Request-Headers": "accept" },
+    headers: {
+      Origin: "null",
+      "Access-Control-Request-Method": "GET",
+      "Access-Control-Request-Headers": "accept",
+    },
   });
   assert.ok(pre.status === 200 || pre.status === 204, "preflight status " + pre.status);
   assert.equal(pre.headers.get("access-control-allow-origin"), "*");
   assert.match(pre.headers.get("access-control-allow-methods") || "", /GET/);
 });
 
-test("the mock's fleet: 16 mixed nodes by default, --nodes resizes it", { skip: !!externalEndpoint && "mock only" }, async () => {
-  const { families } = await scrape(endpoint);
-  const info = families.get("cgn_cluster_node_info").samples.map((s) => s.labels);
-  assert.equal(new Set(info.map((l) => l.node)).size, 16);
-  assert.ok(new Set(info.map((l) => l.gpu_name)).size >= 5, "mixed GPUs");
-  assert.deepEqual([...new Set(info.map((l) => l.engine))].sort(), ["llamacpp", "sglang", "trtllm", "vllm"]);
-  assert.deepEqual([...new Set(info.map((l) => l.role))].sort(), ["both", "decode", "prefill"]);
-  const big = await startMock(["--nodes", "40"]);
-  try {
-    const r = await scrape(big.endpoint);
-    const nodes = new Set(r.families.get("cgn_cluster_node_info").samples.map((s) => s.labels.node));
-    assert.equal(nodes.size, 40);
-    assert.equal(r.families.get("cgn_cluster_node_up").samples.length, 40);
-  } finally {
-    await big.stop();
-  }
-});
-
-test("the mock without power sensors (--no-energy) omits exactly the energy families", { skip: !!externalEndpoint && "mock only" }, async () => {
-  const m = await startMock(["--no-energy"]);
-  try {
-    const { families } = await scrape(m.endpoint);
-    const energy = ["cgn_cluster_node_power_watts", "cgn_cluster_node_watt_limit", "cgn_cluster_power_watts_total", "cgn_cluster_tokens_per_watt"];
-    for (const name of energy) {
-      assert.ok(!families.has(name), name);
+test(
+  "the mock's fleet: 16 mixed nodes by default, --nodes resizes it",
+  { skip: !!externalEndpoint && "mock only" },
+  async () => {
+    const { families } = await scrape(endpoint);
+    const info = families.get("cgn_cluster_node_info").samples.map((s) => s.labels);
+    assert.equal(new Set(info.map((l) => l.node)).size, 16);
+    assert.ok(new Set(info.map((l) => l.gpu_name)).size >= 5, "mixed GPUs");
+    assert.deepEqual([...new Set(info.map((l) => l.engine))].sort(), [
+      "llamacpp",
+      "sglang",
+      "trtllm",
+      "vllm",
+    ]);
+    assert.deepEqual([...new Set(info.map((l) => l.role))].sort(), ["both", "decode", "prefill"]);
+    const big = await startMock(["--nodes", "40"]);
+    try {
+      const r = await scrape(big.endpoint);
+      const nodes = new Set(r.families.get("cgn_cluster_node_info").samples.map((s) => s.labels.node));
+      assert.equal(nodes.size, 40);
+      assert.equal(r.families.get("cgn_cluster_node_up").samples.length, 40);
+    } finally {
+      await big.stop();
     }
-    assert.equal(families.size, contract.size - energy.length);
-  } finally {
-    await m.stop();
-  }
-});
+  },
+);
+
+test(
+  "the mock without power sensors (--no-energy) omits exactly the energy families",
+  { skip: !!externalEndpoint && "mock only" },
+  async () => {
+    const m = await startMock(["--no-energy"]);
+    try {
+      const { families } = await scrape(m.endpoint);
+      const energy = [
+        "cgn_cluster_node_power_watts",
+        "cgn_cluster_node_watt_limit",
+        "cgn_cluster_power_watts_total",
+        "cgn_cluster_tokens_per_watt",
+      ];
+      for (const name of energy) {
+        assert.ok(!families.has(name), name);
+      }
+      assert.equal(families.size, contract.size - energy.length);
+    } finally {
+      await m.stop();
+    }
+  },
+);
