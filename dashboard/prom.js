@@ -294,7 +294,9 @@
   // `sampleName`, default the family's own name), optionally filtered by a label predicate.
   function counterValues(families, family, filter, sampleName) {
     const out = new Map();
-    const fam = families.get(family);
+    // OpenMetrics names a counter family without _total ("# TYPE x counter", samples x_total).
+    const fam =
+      families.get(family) || (family.endsWith("_total") ? families.get(family.slice(0, -6)) : null);
     if (!fam) {
       return out;
     }

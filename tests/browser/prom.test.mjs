@@ -112,6 +112,12 @@ test("never throws on random bytes (seeded)", () => {
   }
 });
 
+test("counterValues finds an OpenMetrics counter (family x, samples x_total)", () => {
+  const r = prom.parse('# TYPE req counter\nreq_total{code="200"} 7\nreq_created 1700000000\n# EOF\n');
+  assert.equal(r.ok, true);
+  assert.deepEqual([...prom.counterValues(r.families, "req_total").values()], [7]);
+});
+
 test("counter increase sums over series and treats a drop as a reset", () => {
   const prev = new Map([
     ["a", 10],
