@@ -1,0 +1,79 @@
+// Internal to state/etcd: gRPC channels and stubs per endpoint, the current
+// endpoint for fail-over, the "reachable" state, and the mapping of gRPC
+// statuses to EtcdErrc. Only the client's .cpp files include this.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/log.h"
+#include "etcd/rpc.grpc.pb.h"
+#include "state/etcd/etcd_client.h"
+#include "state/etcd/etcd_types.h"
+
+namespace cgn::etcd {
+
+// Maps a failed gRPC status to the module's error, naming the call and endpoint.
+EtcdError map_grpc_error(grpc::StatusCode code, std::string_view grpc_message, std::string_view what,
+                         std::string_view endpoint);
+
+// "http://h:p" -> "h:p"; error for https or an empty/ill-formed endpoint.
+EtcdResult<std::string> normalize_endpoint(std::string_view endpoint);
+
+KeyValue from_proto(const mvccpb::KeyValue& kv);
+
+// Immutable after construction except for the atomics; thread-safe.
+class EndpointSet {
+ public:
+  struct Endpoint {
+    std::string target;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<etcdserverpb::KV::Stub> kv;
+    std::unique_ptr<etcdserverpb::Watch::Stub> watch;
+    std::unique_ptr<etcdserverpb::Lease::Stub> lease;
+    std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
+  };
+
+  EndpointSet(const EtcdClientOptions& options, std::vector<std::string> targets);
+  ~EndpointSet();
+  EndpointSet(const EndpointSet&) = delete;
+  EndpointSet& operator=(const EndpointSet&) = delete;
+
+  size_t size() const { return endpoints_.size(); }
+  size_t current() const { return current_.load(std::memory_order_acquire) % endpoints_.size(); }
+  Endpoint& at(size_t i) { return endpoints_[i % endpoints_.size()]; }
+  // After a failure at `failed`: move the current endpoint past it (if nobody did already).
+  size_t advance_from(size_t failed);
+
+  // Records whether etcd answered; logs and calls back once per change.
+  void observe(bool reachable, std::string_view detail);
+  bool reachable() const { return reachable_.load(std::memory_order_acquire) != 0; }
+
+  // Runs `rpc(endpoint, context)` with a deadline `timeout` from now. With
+  // `failover`, an UNAVAILABLE answer moves on to the next endpoint while time
+  // and endpoints remain. Returns Ok or the mapped error.
+  EtcdStatus call(std::string_view what, Timeout timeout, bool failover,
+                  const std::function<grpc::Status(Endpoint&, grpc::ClientContext&)>& rpc);
+
+ private:
+  std::vector<Endpoint> endpoints_;
+  std::atomic<size_t> current_{0};
+  std::atomic<int> reachable_{1};
+  std::function<void(bool)> on_change_;
+  log::Logger log_;
+  // Drives connection attempts: with the synchronous API nothing polls a
+  // channel's sockets while no call is in flight except gRPC's 5 s backup
+  // poller, which would delay noticing a returned etcd by up to 10 s.
+  std::atomic<bool> stop_monitor_{false};
+  std::thread monitor_;
+};
+
+}  // namespace cgn::etcd

@@ -1,0 +1,45 @@
+// Shared pieces of the etcd integration tests (header-only, test code only).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "state/etcd/etcd_client.h"
+#include "testing/etcd_server.h"
+#include "testing/process.h"
+
+namespace cgn::etcd::itest {
+
+// One etcd for the tests that neither restart nor compact it; each test uses
+// its own key prefix. Started on first use, killed at exit.
+inline cgn::testing::EtcdServer& shared_etcd() {
+  static cgn::testing::EtcdServer* server = [] {
+    auto* s = new cgn::testing::EtcdServer();
+    if (!s->start()) {
+      ADD_FAILURE() << "etcd did not start:\n" << s->log();
+    }
+    return s;
+  }();
+  return *server;
+}
+
+inline std::shared_ptr<EtcdClient> make_client(
+    const std::string& endpoint, std::chrono::milliseconds timeout = std::chrono::milliseconds(2000)) {
+  EtcdClientOptions o;
+  o.endpoints = {endpoint};
+  o.call_timeout = timeout;
+  auto c = EtcdClient::create(o);
+  EXPECT_TRUE(c.ok());
+  return c.value();
+}
+
+// A key prefix unique to the running test.
+inline std::string test_prefix() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return std::string("/cgn-itest/") + info->test_suite_name() + "/" + info->name() + "/";
+}
+
+}  // namespace cgn::etcd::itest

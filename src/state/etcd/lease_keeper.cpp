@@ -1,0 +1,189 @@
+#include "state/etcd/lease_keeper.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "state/etcd/etcd_endpoints.h"
+
+namespace cgn::etcd {
+
+EtcdResult<std::unique_ptr<LeaseKeeper>> LeaseKeeper::start(std::shared_ptr<EtcdClient> client,
+                                                            LeaseKeeperOptions options) {
+  auto grant = client->lease_grant(options.ttl_seconds);
+  if (!grant) {
+    return grant.error();
+  }
+  return std::unique_ptr<LeaseKeeper>(new LeaseKeeper(std::move(client), std::move(options), grant.value()));
+}
+
+LeaseKeeper::LeaseKeeper(std::shared_ptr<EtcdClient> client, LeaseKeeperOptions options, LeaseGrant grant)
+    : client_(std::move(client)), options_(std::move(options)), log_(log::get("state.etcd")) {
+  lease_id_ = grant.id;
+  ttl_seconds_.store(grant.ttl_seconds, std::memory_order_release);
+  thread_ = std::thread([this] { run(); });
+}
+
+LeaseKeeper::~LeaseKeeper() {
+  stop();
+}
+
+int64_t LeaseKeeper::lease_id() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lease_id_;
+}
+
+void LeaseKeeper::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    if (ctx_) {
+      ctx_->TryCancel();
+    }
+  }
+  cv_.notify_all();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
+    thread_.join();
+  }
+}
+
+EtcdResult<int64_t> LeaseKeeper::regrant() {
+  auto grant = client_->lease_grant(options_.ttl_seconds);
+  if (!grant) {
+    return grant.error();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lease_id_ = grant->id;
+  }
+  ttl_seconds_.store(grant->ttl_seconds, std::memory_order_release);
+  cv_.notify_all();
+  log_->info("etcd lease granted again: id={:x} ttl={}s", grant->id, grant->ttl_seconds);
+  return grant->id;
+}
+
+EtcdStatus LeaseKeeper::revoke() {
+  int64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = lease_id_;
+    lease_id_ = 0;
+  }
+  cv_.notify_all();
+  if (id == 0) {
+    return Ok{};
+  }
+  return client_->lease_revoke(id);
+}
+
+void LeaseKeeper::lost(int64_t id, const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lease_id_ != id) {
+      return;  // regranted or revoked meanwhile: nothing was lost that we still hold
+    }
+    lease_id_ = 0;
+  }
+  log_->warn("etcd lease lost: id={:x} ({})", id, reason);
+  if (options_.on_lost) {
+    options_.on_lost(id, reason);
+  }
+}
+
+void LeaseKeeper::run() {
+  EndpointSet& eps = client_->endpoints();
+  size_t endpoint = eps.current();
+  auto backoff = options_.backoff_initial;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Nothing to keep alive until regrant().
+      cv_.wait(lock, [this] { return stopping_ || lease_id_ != 0; });
+      if (stopping_) {
+        break;
+      }
+    }
+    const uint64_t acked_before = acked_.load(std::memory_order_acquire);
+    if (run_stream(endpoint)) {
+      break;
+    }
+    if (acked_.load(std::memory_order_acquire) != acked_before) {
+      backoff = options_.backoff_initial;
+    }
+    if (eps.size() > 1) {
+      endpoint = eps.advance_from(endpoint);
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, backoff, [this] { return stopping_; })) {
+        break;
+      }
+    }
+    backoff = std::min(backoff * 2, options_.backoff_max);
+  }
+}
+
+bool LeaseKeeper::run_stream(size_t endpoint) {
+  EndpointSet& eps = client_->endpoints();
+  EndpointSet::Endpoint& ep = eps.at(endpoint);
+  auto ctx = std::make_shared<grpc::ClientContext>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      return true;
+    }
+    ctx_ = ctx;
+  }
+  auto stream = ep.lease->LeaseKeepAlive(ctx.get());
+  std::string why;
+  while (true) {
+    int64_t id = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      id = lease_id_;
+      if (stopping_ || id == 0) {
+        break;
+      }
+    }
+    etcdserverpb::LeaseKeepAliveRequest req;
+    req.set_id(id);
+    etcdserverpb::LeaseKeepAliveResponse resp;
+    if (!stream->Write(req) || !stream->Read(&resp)) {
+      why = "stream broke";
+      break;
+    }
+    if (resp.ttl() <= 0) {
+      lost(id, "expired or revoked (keep-alive answered TTL " + std::to_string(resp.ttl()) + ")");
+      continue;  // waits below only if nothing was regranted from on_lost
+    }
+    acked_.fetch_add(1, std::memory_order_acq_rel);
+    ttl_seconds_.store(resp.ttl(), std::memory_order_release);
+    eps.observe(true, "");
+    // etcd's Go client renews at TTL/3: two more tries before expiry.
+    const auto interval = std::chrono::milliseconds(std::max<int64_t>(resp.ttl() * 1000 / 3, 100));
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, interval, [&] { return stopping_ || lease_id_ != id; });
+  }
+  ctx->TryCancel();
+  grpc::Status st = stream->Finish();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ctx_.reset();
+    if (stopping_) {
+      return true;
+    }
+    if (lease_id_ == 0) {
+      return false;  // lost or revoked: run() waits for regrant()
+    }
+  }
+  if (st.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    eps.observe(false,
+                map_grpc_error(st.error_code(), st.error_message(), "LeaseKeepAlive", ep.target).message);
+  } else if (st.error_code() == grpc::StatusCode::NOT_FOUND) {
+    int64_t id = lease_id();
+    lost(id, "not found: " + st.error_message());
+  }
+  log_->debug("etcd keep-alive stream at {} ended ({}: {}); retrying", ep.target, why, st.error_message());
+  return false;
+}
+
+}  // namespace cgn::etcd

@@ -1,0 +1,196 @@
+#include "state/etcd/watcher.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "state/etcd/etcd_endpoints.h"
+
+namespace cgn::etcd {
+
+Watcher::Watcher(std::shared_ptr<EtcdClient> client, WatchOptions options, WatchCallback callback)
+    : client_(std::move(client)),
+      options_(std::move(options)),
+      callback_(std::move(callback)),
+      log_(log::get("state.etcd")) {
+  next_revision_.store(std::max<int64_t>(options_.start_revision, 0), std::memory_order_release);
+  thread_ = std::thread([this] { run(); });
+}
+
+Watcher::~Watcher() {
+  stop();
+}
+
+std::unique_ptr<Watcher> Watcher::prefix(std::shared_ptr<EtcdClient> client, const std::string& prefix,
+                                         int64_t start_revision, WatchCallback callback) {
+  WatchOptions o;
+  o.key = prefix;
+  o.range_end = prefix_range_end(prefix);
+  o.start_revision = start_revision;
+  return std::make_unique<Watcher>(std::move(client), std::move(o), std::move(callback));
+}
+
+void Watcher::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    if (ctx_) {
+      ctx_->TryCancel();
+    }
+  }
+  cv_.notify_all();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
+    thread_.join();
+  }
+  finished_.store(true, std::memory_order_release);
+}
+
+bool Watcher::wait_backoff(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, d, [this] { return stopping_; });
+}
+
+void Watcher::run() {
+  EndpointSet& eps = client_->endpoints();
+  size_t endpoint = eps.current();
+  auto backoff = options_.backoff_initial;
+  bool first = true;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) {
+        break;
+      }
+    }
+    if (!first) {
+      reconnects_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    first = false;
+    auto t0 = std::chrono::steady_clock::now();
+    if (run_stream(endpoint)) {
+      break;
+    }
+    // A stream that lived a while resets the backoff; a flapping one grows it.
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(5)) {
+      backoff = options_.backoff_initial;
+    }
+    if (eps.size() > 1) {
+      endpoint = eps.advance_from(endpoint);
+    }
+    if (wait_backoff(backoff)) {
+      break;
+    }
+    backoff = std::min(backoff * 2, options_.backoff_max);
+  }
+  finished_.store(true, std::memory_order_release);
+}
+
+bool Watcher::run_stream(size_t endpoint) {
+  EndpointSet& eps = client_->endpoints();
+  EndpointSet::Endpoint& ep = eps.at(endpoint);
+  auto ctx = std::make_shared<grpc::ClientContext>();
+  // Without a leader the member cancels the stream, and we move on.
+  ctx->AddMetadata("hasleader", "true");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      return true;
+    }
+    ctx_ = ctx;
+  }
+  auto stream = ep.watch->Watch(ctx.get());
+
+  etcdserverpb::WatchRequest req;
+  auto* create = req.mutable_create_request();
+  create->set_key(options_.key);
+  create->set_range_end(options_.range_end);
+  create->set_start_revision(next_revision_.load(std::memory_order_acquire));
+  create->set_progress_notify(true);
+
+  bool done = false;
+  std::string why;
+  if (stream->Write(req)) {
+    etcdserverpb::WatchResponse resp;
+    while (stream->Read(&resp)) {
+      if (resp.compact_revision() != 0) {
+        // Our next revision is gone: the caller must re-read and start over.
+        log_->warn("etcd watch on {} needs resync: revision {} compacted (oldest kept {})", options_.key,
+                   next_revision_.load(), resp.compact_revision());
+        WatchUpdate up;
+        up.kind = WatchUpdate::Kind::kResyncNeeded;
+        up.revision = resp.header().revision();
+        up.compact_revision = resp.compact_revision();
+        connected_.store(false, std::memory_order_release);
+        callback_(up);
+        done = true;
+        break;
+      }
+      if (resp.canceled()) {
+        why = "canceled by server: " + resp.cancel_reason();
+        break;
+      }
+      if (resp.created()) {
+        connected_.store(true, std::memory_order_release);
+        eps.observe(true, "");
+        if (next_revision_.load(std::memory_order_acquire) == 0) {
+          // A "now" watch is pinned to the revision it was created at, so a
+          // reconnect before the first event still misses nothing.
+          next_revision_.store(resp.header().revision() + 1, std::memory_order_release);
+        }
+        continue;
+      }
+      const int64_t next = next_revision_.load(std::memory_order_acquire);
+      if (resp.events_size() == 0) {
+        // Progress notification: everything up to header.revision was seen.
+        next_revision_.store(std::max(next, resp.header().revision() + 1), std::memory_order_release);
+        continue;
+      }
+      WatchUpdate up;
+      up.kind = WatchUpdate::Kind::kEvents;
+      up.revision = resp.header().revision();
+      up.events.reserve(static_cast<size_t>(resp.events_size()));
+      int64_t last = next - 1;
+      for (const auto& ev : resp.events()) {
+        // Never deliver a revision twice, even if a server resends it.
+        if (ev.kv().mod_revision() < next) {
+          continue;
+        }
+        WatchEvent e;
+        e.type = ev.type() == mvccpb::Event::DELETE ? WatchEvent::Type::kDelete : WatchEvent::Type::kPut;
+        e.kv = from_proto(ev.kv());
+        last = std::max(last, e.kv.mod_revision);
+        up.events.push_back(std::move(e));
+      }
+      if (up.events.empty()) {
+        continue;
+      }
+      next_revision_.store(last + 1, std::memory_order_release);
+      callback_(up);
+    }
+  } else {
+    why = "could not open stream";
+  }
+  connected_.store(false, std::memory_order_release);
+  ctx->TryCancel();
+  grpc::Status st = stream->Finish();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ctx_.reset();
+    if (stopping_) {
+      return true;
+    }
+  }
+  if (done) {
+    return true;
+  }
+  if (!st.ok() && st.error_code() != grpc::StatusCode::CANCELLED) {
+    why += (why.empty() ? "" : "; ") + st.error_message();
+    if (st.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      eps.observe(false, map_grpc_error(st.error_code(), st.error_message(), "Watch", ep.target).message);
+    }
+  }
+  log_->debug("etcd watch on {} at {} broke ({}); resuming from revision {}", options_.key, ep.target, why,
+              next_revision_.load());
+  return false;
+}
+
+}  // namespace cgn::etcd
