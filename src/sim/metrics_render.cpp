@@ -285,28 +285,30 @@ std::string render_vllm(const Engine& e, const MetricsContext& ctx) {
   w.histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
               s.decode_time, true);
   const NodeModel& m = e.config().model;
-  w.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", 1.0,
-          {{"block_size", std::to_string(m.block_size)},
-           {"cache_dtype", "auto"},
-           {"calculate_kv_scales", "False"},
-           {"cpu_kvcache_space_bytes", "None"},
-           {"cpu_offload_gb", "0.0"},
-           {"enable_prefix_caching", e.config().enable_prefix_caching ? "True" : "False"},
-           {"gpu_memory_utilization", "0.9"},
-           {"is_attention_free", "False"},
-           {"kv_cache_memory_bytes", "None"},
-           {"kv_sharing_fast_prefill", "False"},
-           {"mamba_cache_dtype", "auto"},
-           {"mamba_page_size_padded", "None"},
-           {"mamba_ssm_cache_dtype", "auto"},
-           {"num_cpu_blocks", "None"},
-           {"num_gpu_blocks", std::to_string(m.num_gpu_blocks)},
-           {"num_gpu_blocks_override", "None"},
-           {"prefix_caching_hash_algo", "sha256"},
-           {"sliding_window", "None"},
-           {"swap_space", "4.0"},
-           {"swap_space_bytes", "4294967296.0"}});
-  return w.take();
+  // cache_config_info carries the CacheConfig fields and engine, but no model_name.
+  PromWriter info({{"engine", ctx.engine_index}}, true);
+  info.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", 1.0,
+             {{"block_size", std::to_string(m.block_size)},
+              {"cache_dtype", "auto"},
+              {"calculate_kv_scales", "False"},
+              {"cpu_kvcache_space_bytes", "None"},
+              {"cpu_offload_gb", "0.0"},
+              {"enable_prefix_caching", e.config().enable_prefix_caching ? "True" : "False"},
+              {"gpu_memory_utilization", "0.9"},
+              {"is_attention_free", "False"},
+              {"kv_cache_memory_bytes", "None"},
+              {"kv_sharing_fast_prefill", "False"},
+              {"mamba_cache_dtype", "auto"},
+              {"mamba_page_size_padded", "None"},
+              {"mamba_ssm_cache_dtype", "auto"},
+              {"num_cpu_blocks", "None"},
+              {"num_gpu_blocks", std::to_string(m.num_gpu_blocks)},
+              {"num_gpu_blocks_override", "None"},
+              {"prefix_caching_hash_algo", "sha256"},
+              {"sliding_window", "None"},
+              {"swap_space", "4.0"},
+              {"swap_space_bytes", "4294967296.0"}});
+  return w.take() + info.take();
 }
 
 std::string render_sglang(const Engine& e, const MetricsContext& ctx) {
