@@ -1033,7 +1033,9 @@
       stats.lastError = null;
       stats.lastOkAt = Date.now();
       document.body.classList.remove("stale");
-      const cgn = ingest(res.families, stats.lastOkAt, performance.now());
+      // Rates divide by the time between requests, not between answers: a slow first answer
+      // (page still loading, new connection) would otherwise shrink the interval and spike them.
+      const cgn = ingest(res.families, stats.lastOkAt, started);
       if (cgn) {
         hideBanner();
       } else {
