@@ -11,7 +11,7 @@ CMAKE_GEN  := -G Ninja
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
 export CCACHE_MAXSIZE ?= 5G
 
-.PHONY: all bootstrap configure build test test-release test-asan test-unit run fuzz bench bench-report format tidy clean
+.PHONY: all bootstrap configure build test test-release test-asan test-browser test-unit run fuzz bench bench-report format tidy clean
 
 all: build
 
@@ -26,8 +26,9 @@ configure: bootstrap $(BUILD)/build.ninja
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Release build, every label; then the unit label under AddressSanitizer/UBSan.
-test: test-release test-asan
+# Release build, every label; the unit label under AddressSanitizer/UBSan; the
+# dashboard in headless Chromium.
+test: test-release test-asan test-browser
 
 test-release: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900
@@ -39,6 +40,9 @@ test-asan: bootstrap
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
+
+test-browser: bootstrap
+	tests/browser/run.sh
 
 # Fast loop for developers: the unit label of the Release build.
 test-unit: build
