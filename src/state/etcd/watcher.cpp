@@ -7,12 +7,42 @@
 
 namespace cgn::etcd {
 
+void WatchCursor::on_created(int64_t header_revision) {
+  if (next_ == 0) {
+    // A "now" watch is pinned to the revision it was created at, so a
+    // reconnect before the first event still misses nothing.
+    next_ = header_revision + 1;
+  }
+}
+
+void WatchCursor::on_progress(int64_t header_revision) {
+  next_ = std::max(next_, header_revision + 1);
+}
+
+std::vector<WatchEvent> WatchCursor::accept(std::vector<WatchEvent> events) {
+  std::vector<WatchEvent> out;
+  out.reserve(events.size());
+  // The floor is fixed per response: one txn's events share a revision, and
+  // etcd never splits a revision across responses (we do not ask for fragments).
+  const int64_t floor = next_;
+  for (auto& e : events) {
+    // Never deliver a revision twice, even if a server resends it.
+    if (e.kv.mod_revision < floor) {
+      continue;
+    }
+    next_ = std::max(next_, e.kv.mod_revision + 1);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 Watcher::Watcher(std::shared_ptr<EtcdClient> client, WatchOptions options, WatchCallback callback)
     : client_(std::move(client)),
       options_(std::move(options)),
       callback_(std::move(callback)),
-      log_(log::get("state.etcd")) {
-  next_revision_.store(std::max<int64_t>(options_.start_revision, 0), std::memory_order_release);
+      log_(log::get("state.etcd")),
+      cursor_(options_.start_revision) {
+  next_revision_.store(cursor_.next_revision(), std::memory_order_release);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -103,7 +133,7 @@ bool Watcher::run_stream(size_t endpoint) {
   auto* create = req.mutable_create_request();
   create->set_key(options_.key);
   create->set_range_end(options_.range_end);
-  create->set_start_revision(next_revision_.load(std::memory_order_acquire));
+  create->set_start_revision(cursor_.next_revision());
   create->set_progress_notify(true);
 
   bool done = false;
@@ -114,7 +144,7 @@ bool Watcher::run_stream(size_t endpoint) {
       if (resp.compact_revision() != 0) {
         // Our next revision is gone: the caller must re-read and start over.
         log_->warn("etcd watch on {} needs resync: revision {} compacted (oldest kept {})", options_.key,
-                   next_revision_.load(), resp.compact_revision());
+                   cursor_.next_revision(), resp.compact_revision());
         WatchUpdate up;
         up.kind = WatchUpdate::Kind::kResyncNeeded;
         up.revision = resp.header().revision();
@@ -131,40 +161,28 @@ bool Watcher::run_stream(size_t endpoint) {
       if (resp.created()) {
         connected_.store(true, std::memory_order_release);
         eps.observe(true, "");
-        if (next_revision_.load(std::memory_order_acquire) == 0) {
-          // A "now" watch is pinned to the revision it was created at, so a
-          // reconnect before the first event still misses nothing.
-          next_revision_.store(resp.header().revision() + 1, std::memory_order_release);
+        cursor_.on_created(resp.header().revision());
+      } else if (resp.events_size() == 0) {
+        cursor_.on_progress(resp.header().revision());
+      } else {
+        std::vector<WatchEvent> events;
+        events.reserve(static_cast<size_t>(resp.events_size()));
+        for (const auto& ev : resp.events()) {
+          WatchEvent e;
+          e.type = ev.type() == mvccpb::Event::DELETE ? WatchEvent::Type::kDelete : WatchEvent::Type::kPut;
+          e.kv = from_proto(ev.kv());
+          events.push_back(std::move(e));
         }
-        continue;
-      }
-      const int64_t next = next_revision_.load(std::memory_order_acquire);
-      if (resp.events_size() == 0) {
-        // Progress notification: everything up to header.revision was seen.
-        next_revision_.store(std::max(next, resp.header().revision() + 1), std::memory_order_release);
-        continue;
-      }
-      WatchUpdate up;
-      up.kind = WatchUpdate::Kind::kEvents;
-      up.revision = resp.header().revision();
-      up.events.reserve(static_cast<size_t>(resp.events_size()));
-      int64_t last = next - 1;
-      for (const auto& ev : resp.events()) {
-        // Never deliver a revision twice, even if a server resends it.
-        if (ev.kv().mod_revision() < next) {
-          continue;
+        WatchUpdate up;
+        up.kind = WatchUpdate::Kind::kEvents;
+        up.revision = resp.header().revision();
+        up.events = cursor_.accept(std::move(events));
+        if (!up.events.empty()) {
+          next_revision_.store(cursor_.next_revision(), std::memory_order_release);
+          callback_(up);
         }
-        WatchEvent e;
-        e.type = ev.type() == mvccpb::Event::DELETE ? WatchEvent::Type::kDelete : WatchEvent::Type::kPut;
-        e.kv = from_proto(ev.kv());
-        last = std::max(last, e.kv.mod_revision);
-        up.events.push_back(std::move(e));
       }
-      if (up.events.empty()) {
-        continue;
-      }
-      next_revision_.store(last + 1, std::memory_order_release);
-      callback_(up);
+      next_revision_.store(cursor_.next_revision(), std::memory_order_release);
     }
   } else {
     why = "could not open stream";
@@ -189,7 +207,7 @@ bool Watcher::run_stream(size_t endpoint) {
     }
   }
   log_->debug("etcd watch on {} at {} broke ({}); resuming from revision {}", options_.key, ep.target, why,
-              next_revision_.load());
+              cursor_.next_revision());
   return false;
 }
 

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/log.h"
 #include "state/etcd/etcd_client.h"
@@ -28,6 +29,27 @@ class ClientContext;
 namespace cgn::etcd {
 
 using WatchCallback = std::function<void(const WatchUpdate&)>;
+
+// Where a watch resumes after a reconnect, and which events it has already
+// delivered. Pure and single-threaded (the Watcher's thread owns one).
+class WatchCursor {
+ public:
+  // start_revision 0 = "now": pinned by the first created response.
+  explicit WatchCursor(int64_t start_revision) : next_(start_revision > 0 ? start_revision : 0) {}
+
+  // The start_revision for the next create request (0 while still "now").
+  int64_t next_revision() const { return next_; }
+  // The server confirmed the watch at store revision `header_revision`.
+  void on_created(int64_t header_revision);
+  // A progress notification: nothing up to `header_revision` is pending.
+  void on_progress(int64_t header_revision);
+  // Drops events already delivered (mod_revision < next_revision) and moves
+  // past the rest; returns what to deliver, in order.
+  std::vector<WatchEvent> accept(std::vector<WatchEvent> events);
+
+ private:
+  int64_t next_;
+};
 
 struct WatchOptions {
   std::string key;
@@ -76,6 +98,7 @@ class Watcher {
   WatchOptions options_;
   WatchCallback callback_;
   log::Logger log_;
+  WatchCursor cursor_;  // the watcher thread's; next_revision_ mirrors it for readers
 
   std::mutex mu_;
   std::condition_variable cv_;

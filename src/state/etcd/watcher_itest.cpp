@@ -65,10 +65,18 @@ TEST(Watcher, delivers_puts_and_deletes_in_order_with_revisions) {
   }
   revs.push_back(client->del(p + "3")->revision);
   ASSERT_TRUE(client->put("/elsewhere/" + p, "not watched").ok());
+  // One txn, two keys: two events sharing one revision, both delivered.
+  TxnRequest both;
+  both.success = {TxnOp::put(p + "t1", "x"), TxnOp::put(p + "t2", "y")};
+  const int64_t txn_rev = client->txn(both)->revision;
 
-  ASSERT_TRUE(wait_until([&] { return rec.size() >= 21; }, 10s)) << rec.size();
+  ASSERT_TRUE(wait_until([&] { return rec.size() >= 23; }, 10s)) << rec.size();
   auto got = rec.copy();
-  ASSERT_EQ(got.size(), 21u);
+  ASSERT_EQ(got.size(), 23u);
+  EXPECT_EQ(got[21].kv.key, p + "t1");
+  EXPECT_EQ(got[22].kv.key, p + "t2");
+  EXPECT_EQ(got[21].kv.mod_revision, txn_rev);
+  EXPECT_EQ(got[22].kv.mod_revision, txn_rev);
   for (size_t i = 0; i < 20; ++i) {
     EXPECT_EQ(got[i].type, WatchEvent::Type::kPut);
     EXPECT_EQ(got[i].kv.key, p + std::to_string(i % 5));
@@ -78,7 +86,7 @@ TEST(Watcher, delivers_puts_and_deletes_in_order_with_revisions) {
   EXPECT_EQ(got[20].type, WatchEvent::Type::kDelete);
   EXPECT_EQ(got[20].kv.key, p + "3");
   EXPECT_EQ(got[20].kv.mod_revision, revs[20]);
-  EXPECT_EQ(w->next_revision(), revs[20] + 1);
+  EXPECT_EQ(w->next_revision(), txn_rev + 1);
 }
 
 // Waits until `client` reaches etcd again (reads are safe to retry).
