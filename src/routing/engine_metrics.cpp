@@ -42,6 +42,10 @@ std::string_view metrics_path(EngineKind k) {
 
 namespace {
 
+// No KV pool has 10^15 blocks; larger values are garbage and stay "unknown" (and converting
+// them to integers would overflow).
+constexpr double kMaxPlausibleBlocks = 1e15;
+
 // Sum, count and mean of the finite values of one metric over the series that pass the model
 // filter (e.g. one per vLLM `engine`).
 struct Agg {
@@ -91,7 +95,8 @@ std::optional<uint64_t> label_u64(const PromSample& s, std::string_view name) {
   // Accept "2452" and "2452.0"; "None" and anything else is unknown.
   double d = 0;
   auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), d);
-  if (ec != std::errc() || p != v->data() + v->size() || !std::isfinite(d) || d < 0 || d > 1e18) {
+  if (ec != std::errc() || p != v->data() + v->size() || !std::isfinite(d) || d < 0 ||
+      d > kMaxPlausibleBlocks) {
     return std::nullopt;
   }
   return static_cast<uint64_t>(d);
@@ -142,7 +147,8 @@ NodeMetrics map_sglang(const PromDocument& doc, const MapperOptions& o) {
   m.kv_used_ratio = agg(doc, "sglang:token_usage", o).mean();
   const Agg tokens = agg(doc, "sglang:max_total_num_tokens", o);
   const uint32_t page = o.sglang_page_size == 0 ? 1 : o.sglang_page_size;
-  if (tokens.n && tokens.sum >= page) {
+  // An implausible pool size (beyond any real KV pool) is treated as unknown.
+  if (tokens.n && tokens.sum >= page && tokens.sum <= kMaxPlausibleBlocks) {
     m.total_blocks = static_cast<uint64_t>(tokens.sum) / page;
     m.block_size_tokens = page;
   }

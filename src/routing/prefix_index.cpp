@@ -460,7 +460,7 @@ size_t PrefixIndex::sweep_expired(Nanos now) {
   size_t dropped = 0;
   for (NodeLists& nl : im.nodes) {
     List& opt = nl.lists[0];
-    while (opt.tail != kNil && im.entries[opt.tail].touched_at + config_.optimistic_ttl <= now) {
+    while (opt.tail != kNil && now - im.entries[opt.tail].touched_at >= config_.optimistic_ttl) {
       im.remove_entry(opt.tail, live_entries_, live_records_);
       ++dropped;
     }

@@ -18,14 +18,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (auto kind : {cgn::routing::EngineKind::kVllm, cgn::routing::EngineKind::kSglang,
                     cgn::routing::EngineKind::kLlamaCpp, cgn::routing::EngineKind::kTrtLlm}) {
     const auto m = cgn::routing::map_engine_metrics(kind, *doc);
-    const auto u = cgn::routing::to_node_update(m);
-    if (u.kv_used_ratio && !(*u.kv_used_ratio == *u.kv_used_ratio)) {
-      // NaN can reach here (values are reported as sent); apply_update clamps it.
-      cgn::routing::NodeState s;
-      cgn::routing::apply_update(s, u, cgn::routing::UpdateSource::kScrape, 0);
-      if (!(s.kv_used_ratio >= 0.0 && s.kv_used_ratio <= 1.0)) {
-        __builtin_trap();
-      }
+    // Whatever a page says (NaN, negative, huge), the node state stays within its invariants.
+    cgn::routing::NodeState state;
+    cgn::routing::apply_update(state, cgn::routing::to_node_update(m), cgn::routing::UpdateSource::kScrape,
+                               0);
+    if (!(state.kv_used_ratio >= 0.0 && state.kv_used_ratio <= 1.0) || !(state.queue_depth >= 0.0) ||
+        !(state.running >= 0.0)) {
+      __builtin_trap();
     }
   }
   return 0;

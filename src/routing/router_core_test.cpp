@@ -360,7 +360,7 @@ TEST(LoadGuard, SpreadRuleTable) {
       {"balanced", 0, 0, 0, true, 0},
       {"mild_imbalance_keeps_affinity", 3, 4, 0, true, 0},
       {"far_busier_is_skipped", 30, 10, 0, false, 1},
-      {"abs_gap_but_not_relative", 20, 0, 14, true, 0},
+      {"abs_gap_but_not_relative", 40, 0, 25, true, 0},
       {"relative_but_small_abs_gap", 5, 0, 0, true, 0},
   };
   for (const auto& c : cases) {
