@@ -556,6 +556,7 @@ void Engine::emit_token(Req& r, Nanos t) {
   }
   r.last_token = t;
   stats_.max_seq_tokens = std::max<uint64_t>(stats_.max_seq_tokens, r.tokens.size());
+  const bool length_cap = r.generated >= r.in.max_tokens || r.tokens.size() >= config_.model.max_model_len;
   if (r.in.want_token_events) {
     Event e;
     e.kind = EventKind::kToken;
@@ -564,11 +565,13 @@ void Engine::emit_token(Req& r, Nanos t) {
     e.token_index = k;
     e.token_id = id;
     e.text.assign(text);
+    e.last = is_eos || length_cap;
+    e.finish_reason = is_eos ? FinishReason::kStop : FinishReason::kLength;
     events_.push_back(std::move(e));
   }
   if (is_eos) {
     finish(r, FinishReason::kStop, t);
-  } else if (r.generated >= r.in.max_tokens || r.tokens.size() >= config_.model.max_model_len) {
+  } else if (length_cap) {
     finish(r, FinishReason::kLength, t);
   }
 }

@@ -147,7 +147,9 @@ struct Event {
   // kToken
   uint32_t token_index = 0;  // 0 = first token
   TokenId token_id = 0;
-  std::string text;  // the token's text ("" for a stop token)
+  std::string text;   // the token's text ("" for a stop token)
+  bool last = false;  // this token ends the request (a kFinished event follows at the same time)
+  FinishReason finish_reason = FinishReason::kStop;  // when last
   // kFinished
   std::optional<Completion> completion;
   // kKvPull

@@ -1,0 +1,267 @@
+#include "sim/openai_render.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+#include "core/openai_error.h"
+
+namespace cgn::sim {
+
+namespace {
+
+void append_quoted(std::string& out, std::string_view s) {
+  out += '"';
+  append_json_escaped(out, s);
+  out += '"';
+}
+
+void append_head(std::string& out, const ResponseMeta& m, std::string_view object) {
+  out += R"({"id":)";
+  append_quoted(out, m.id);
+  out += R"(,"object":")";
+  out += object;
+  out += R"(","created":)";
+  out += std::to_string(m.created);
+  out += R"(,"model":)";
+  append_quoted(out, m.model);
+}
+
+std::string_view finish_name_for_api(FinishReason r) {
+  // An aborted or failed request never reaches a body; "length" is safest.
+  return r == FinishReason::kStop ? "stop" : "length";
+}
+
+void append_float(std::string& out, float v) {
+  char buf[32];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, res.ptr);
+}
+
+constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+void append_base64(std::string& out, const uint8_t* p, size_t n) {
+  size_t i = 0;
+  for (; i + 3 <= n; i += 3) {
+    const uint32_t v = (p[i] << 16) | (p[i + 1] << 8) | p[i + 2];
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += kB64[(v >> 6) & 63];
+    out += kB64[v & 63];
+  }
+  if (i < n) {
+    uint32_t v = p[i] << 16;
+    if (i + 1 < n) {
+      v |= p[i + 1] << 8;
+    }
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += i + 1 < n ? kB64[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+}
+
+}  // namespace
+
+std::string render_usage(const Usage& u) {
+  std::string out = R"({"prompt_tokens":)";
+  out += std::to_string(u.prompt_tokens);
+  out += R"(,"total_tokens":)";
+  out += std::to_string(u.prompt_tokens + u.completion_tokens);
+  out += R"(,"completion_tokens":)";
+  out += std::to_string(u.completion_tokens);
+  out += R"(,"prompt_tokens_details":{"cached_tokens":)";
+  out += std::to_string(u.cached_tokens);
+  out += "}}";
+  return out;
+}
+
+std::string render_completion_body(const ResponseMeta& meta, const Completion& c) {
+  std::string out;
+  out.reserve(512 + c.text.size() +
+              16 * (c.kv_transfer_params && c.kv_transfer_params->remote_block_ids
+                        ? c.kv_transfer_params->remote_block_ids->size()
+                        : 0));
+  const std::string_view reason = finish_name_for_api(c.reason);
+  if (meta.kind == ApiKind::kChat) {
+    append_head(out, meta, "chat.completion");
+    out += R"(,"choices":[{"index":0,"message":{"role":"assistant","content":)";
+    append_quoted(out, c.text);
+    out += R"(,"refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[],)"
+           R"("reasoning":null},"logprobs":null,"finish_reason":")";
+    out += reason;
+    out += R"(","stop_reason":null,"token_ids":null}])";
+  } else {
+    append_head(out, meta, "text_completion");
+    out += R"(,"choices":[{"index":0,"text":)";
+    append_quoted(out, c.text);
+    out += R"(,"logprobs":null,"finish_reason":")";
+    out += reason;
+    out += R"(","stop_reason":null,"token_ids":null,"prompt_logprobs":null,"prompt_token_ids":null}])";
+  }
+  out += R"(,"service_tier":null,"system_fingerprint":null,"usage":)";
+  out += render_usage(c.usage);
+  out += R"(,"prompt_logprobs":null,"prompt_token_ids":null,"kv_transfer_params":)";
+  out += c.kv_transfer_params ? render_kv_transfer_params(*c.kv_transfer_params) : "null";
+  out += '}';
+  return out;
+}
+
+void SseStream::open_chunk(std::string& out) const {
+  out += "data: ";
+  append_head(out, meta_, meta_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion");
+}
+
+void SseStream::close_chunk(std::string& out) {
+  if (include_usage_) {
+    out += R"(,"usage":null)";
+  }
+  out += "}\n\n";
+  ++chunks_;
+}
+
+std::string SseStream::on_token(const Event& token) {
+  std::string out;
+  if (!started_ && meta_.kind == ApiKind::kChat) {
+    open_chunk(out);
+    out +=
+        R"(,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}])";
+    if (include_usage_) {
+      out += R"(,"usage":null)";
+    }
+    out += R"(,"prompt_token_ids":null}
+)";
+    out += '\n';
+    ++chunks_;
+  }
+  started_ = true;
+  open_chunk(out);
+  if (meta_.kind == ApiKind::kChat) {
+    out += R"(,"choices":[{"index":0,"delta":{"content":)";
+    append_quoted(out, token.text);
+    out += R"(},"logprobs":null,"finish_reason":)";
+  } else {
+    out += R"(,"choices":[{"index":0,"text":)";
+    append_quoted(out, token.text);
+    out += R"(,"logprobs":null,"finish_reason":)";
+  }
+  if (token.last) {
+    out += '"';
+    out += finish_name_for_api(token.finish_reason);
+    out += R"(","stop_reason":null)";
+    finished_chunk_sent_ = true;
+  } else {
+    out += "null";
+    if (meta_.kind == ApiKind::kCompletion) {
+      out += R"(,"stop_reason":null)";
+    }
+  }
+  out += R"(,"token_ids":null}])";
+  close_chunk(out);
+  return out;
+}
+
+std::string SseStream::on_finished(const Completion& c) {
+  std::string out;
+  if (!finished_chunk_sent_ && (c.reason == FinishReason::kStop || c.reason == FinishReason::kLength)) {
+    // Token events were not requested: close the choice with an empty delta.
+    Event last;
+    last.last = true;
+    last.finish_reason = c.reason;
+    out += on_token(last);
+  }
+  if (include_usage_) {
+    out += "data: ";
+    append_head(out, meta_, meta_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion");
+    out += R"(,"choices":[],"usage":)";
+    out += render_usage(c.usage);
+    out += "}\n\n";
+    ++chunks_;
+  }
+  out += "data: [DONE]\n\n";
+  return out;
+}
+
+std::string SseStream::on_error(Flavour f, int status, std::string_view message) {
+  std::string out = "data: ";
+  out += render_error_body(f, status, message);
+  out += "\n\ndata: [DONE]\n\n";
+  ++chunks_;
+  return out;
+}
+
+std::vector<float> embedding_vector(std::span<const TokenId> tokens, uint32_t dims) {
+  std::vector<float> v(dims, 0.0f);
+  if (dims == 0) {
+    return v;
+  }
+  // Each token adds a pseudo-random direction; similar prompts get similar vectors.
+  for (TokenId t : tokens) {
+    uint64_t h = mix64(static_cast<uint64_t>(t) ^ 0x656d626564ULL);
+    for (uint32_t i = 0; i < dims; ++i) {
+      if (i % 8 == 0) {
+        h = mix64(h + i);
+      }
+      const int8_t b = static_cast<int8_t>(h >> ((i % 8) * 8));
+      v[i] += static_cast<float>(b) / 128.0f;
+    }
+  }
+  double norm = 0.0;
+  for (float x : v) {
+    norm += static_cast<double>(x) * x;
+  }
+  if (norm == 0.0) {
+    v[0] = 1.0f;
+    return v;
+  }
+  const float inv = static_cast<float>(1.0 / std::sqrt(norm));
+  for (float& x : v) {
+    x *= inv;
+  }
+  return v;
+}
+
+std::string render_embeddings_body(std::string_view id, int64_t created, std::string_view model,
+                                   std::span<const std::vector<float>> vectors, uint32_t prompt_tokens,
+                                   bool base64) {
+  std::string out = R"({"id":)";
+  append_quoted(out, id);
+  out += R"(,"object":"list","created":)";
+  out += std::to_string(created);
+  out += R"(,"model":)";
+  append_quoted(out, model);
+  out += R"(,"data":[)";
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    if (i != 0) {
+      out += ',';
+    }
+    out += R"({"index":)";
+    out += std::to_string(i);
+    out += R"(,"object":"embedding","embedding":)";
+    if (base64) {
+      out += '"';
+      std::vector<uint8_t> bytes(vectors[i].size() * 4);
+      std::memcpy(bytes.data(), vectors[i].data(), bytes.size());  // little-endian hosts
+      append_base64(out, bytes.data(), bytes.size());
+      out += '"';
+    } else {
+      out += '[';
+      for (size_t j = 0; j < vectors[i].size(); ++j) {
+        if (j != 0) {
+          out += ',';
+        }
+        append_float(out, vectors[i][j]);
+      }
+      out += ']';
+    }
+    out += '}';
+  }
+  out += R"(],"usage":{"prompt_tokens":)";
+  out += std::to_string(prompt_tokens);
+  out += R"(,"total_tokens":)";
+  out += std::to_string(prompt_tokens);
+  out += R"(,"completion_tokens":0,"prompt_tokens_details":null}})";
+  return out;
+}
+
+}  // namespace cgn::sim
