@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <utility>
@@ -63,34 +64,73 @@ std::string_view type_name(Type t) {
   return "untyped";
 }
 
-// `{a="x",b="y"}` (or "" with no labels); `extra` is appended last (the histogram's le).
-void append_labels(std::string& out, const std::vector<std::string>& names, const Labels& values,
-                   std::string_view extra_name = {}, std::string_view extra_value = {}) {
-  if (names.empty() && extra_name.empty()) {
-    return;
+// Appends v escaped as a label value (backslash, double quote, newline).
+void append_escaped_label(std::string& out, std::string_view v) {
+  for (char c : v) {
+    switch (c) {
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        out += c;
+    }
   }
-  out += '{';
-  bool first = true;
+}
+
+// `a="x",b="y"` for one series: rendered once, reused for each of its lines.
+std::string label_pairs(const std::vector<std::string>& names, const Labels& values) {
+  std::string out;
   for (size_t i = 0; i < names.size(); ++i) {
-    if (!first) {
+    if (i > 0) {
       out += ',';
     }
-    first = false;
     out += names[i];
     out += "=\"";
-    out += escape_label_value(values[i]);
+    append_escaped_label(out, values[i]);
     out += '"';
   }
-  if (!extra_name.empty()) {
-    if (!first) {
-      out += ',';
+  return out;
+}
+
+void append_value(std::string& out, double v) {
+  if (std::isfinite(v)) {
+    fmt::format_to(std::back_inserter(out), "{}", v);
+  } else {
+    out += format_value(v);
+  }
+}
+
+// `name{pairs,le="x"} value` and a newline; integer values skip float formatting.
+template <class V>
+void append_sample(std::string& out, std::string_view name, std::string_view pairs, V v,
+                   std::string_view le = {}) {
+  out += name;
+  if (!pairs.empty() || !le.empty()) {
+    out += '{';
+    out += pairs;
+    if (!le.empty()) {
+      if (!pairs.empty()) {
+        out += ',';
+      }
+      out += "le=\"";
+      out += le;
+      out += '"';
     }
-    out += extra_name;
-    out += "=\"";
-    out += extra_value;
-    out += '"';
+    out += '}';
   }
-  out += '}';
+  out += ' ';
+  if constexpr (std::is_integral_v<V>) {
+    fmt::format_to(std::back_inserter(out), "{}", v);
+  } else {
+    append_value(out, v);
+  }
+  out += '\n';
 }
 
 void check_buckets(const std::string& name, std::vector<double>& b) {
@@ -118,21 +158,7 @@ using Snapshot = std::vector<std::pair<Labels, std::shared_ptr<Cell>>>;
 std::string escape_label_value(std::string_view v) {
   std::string out;
   out.reserve(v.size());
-  for (char c : v) {
-    switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '"':
-        out += "\\\"";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        out += c;
-    }
-  }
+  append_escaped_label(out, v);
   return out;
 }
 
@@ -451,16 +477,14 @@ void Registry::remove_collect_callback(uint64_t id) {
 
 namespace {
 
-template <class H, class C>
-Snapshot<C> snapshot(Family<H, C>& f, const std::shared_ptr<C>& overflow, const Snapshot<C>& series) {
-  (void)f;
-  Snapshot<C> out = series;
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+// Sorts a family's series by label values; the overflow series, if any, goes last whatever its
+// label values would sort as: it is the odd one out.
+template <class C>
+void sort_with_overflow(Snapshot<C>& series, size_t label_count, std::shared_ptr<C> overflow) {
+  std::sort(series.begin(), series.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   if (overflow) {
-    // Last, whatever its label values would sort as: it is the odd one out.
-    out.emplace_back(Labels(f.label_names().size(), std::string(kOverflowValue)), overflow);
+    series.emplace_back(Labels(label_count, std::string(kOverflowValue)), std::move(overflow));
   }
-  return out;
 }
 
 void render_header(std::string& out, const std::string& name, const std::string& help, Type type) {
@@ -472,16 +496,6 @@ void render_header(std::string& out, const std::string& name, const std::string&
   out += name;
   out += ' ';
   out += type_name(type);
-  out += '\n';
-}
-
-void render_sample(std::string& out, std::string_view name, const std::vector<std::string>& label_names,
-                   const Labels& values, double v, std::string_view extra_name = {},
-                   std::string_view extra_value = {}) {
-  out += name;
-  append_labels(out, label_names, values, extra_name, extra_value);
-  out += ' ';
-  out += format_value(v);
   out += '\n';
 }
 
@@ -513,40 +527,53 @@ std::string Registry::render() {
     if (e->counter) {
       CounterFamily& f = *e->counter;
       Snapshot<detail::CounterCell> s;
-      auto overflow = take(f, s);
+      sort_with_overflow(s, f.label_names().size(), take(f, s));
       render_header(out, f.name(), f.help(), Type::counter);
-      for (const auto& [labels, cell] : snapshot(f, overflow, s)) {
-        render_sample(out, f.name(), f.label_names(), labels, Counter(cell).value());
+      for (const auto& [labels, cell] : s) {
+        double fraction = cell->fraction.load(std::memory_order_relaxed);
+        uint64_t whole = cell->whole.load(std::memory_order_relaxed);
+        if (fraction == 0) {
+          append_sample(out, f.name(), label_pairs(f.label_names(), labels), whole);
+        } else {
+          append_sample(out, f.name(), label_pairs(f.label_names(), labels),
+                        static_cast<double>(whole) + fraction);
+        }
       }
     } else if (e->gauge) {
       GaugeFamily& f = *e->gauge;
       Snapshot<detail::GaugeCell> s;
-      auto overflow = take(f, s);
+      sort_with_overflow(s, f.label_names().size(), take(f, s));
       render_header(out, f.name(), f.help(), Type::gauge);
-      for (const auto& [labels, cell] : snapshot(f, overflow, s)) {
-        render_sample(out, f.name(), f.label_names(), labels, Gauge(cell).value());
+      for (const auto& [labels, cell] : s) {
+        append_sample(out, f.name(), label_pairs(f.label_names(), labels),
+                      cell->value.load(std::memory_order_relaxed));
       }
     } else if (e->histogram) {
       HistogramFamily& f = *e->histogram;
       Snapshot<detail::HistogramCell> s;
-      auto overflow = take(f, s);
+      sort_with_overflow(s, f.label_names().size(), take(f, s));
       render_header(out, f.name(), f.help(), Type::histogram);
       const std::string bucket = f.name() + "_bucket";
       const std::string sum = f.name() + "_sum";
       const std::string count = f.name() + "_count";
-      for (const auto& [labels, cell] : snapshot(f, overflow, s)) {
+      std::vector<std::string> le;
+      le.reserve(f.bounds_.size());
+      for (double bound : f.bounds_) {
+        le.push_back(format_value(bound));
+      }
+      for (const auto& [labels, cell] : s) {
+        const std::string pairs = label_pairs(f.label_names(), labels);
         // _count is the cumulative total, so it always equals the +Inf bucket even while
         // observations race with the scrape.
         uint64_t cumulative = 0;
         for (size_t i = 0; i < f.bounds_.size(); ++i) {
           cumulative += cell->counts[i].load(std::memory_order_relaxed);
-          render_sample(out, bucket, f.label_names(), labels, static_cast<double>(cumulative), "le",
-                        format_value(f.bounds_[i]));
+          append_sample(out, bucket, pairs, cumulative, le[i]);
         }
         cumulative += cell->counts[f.bounds_.size()].load(std::memory_order_relaxed);
-        render_sample(out, bucket, f.label_names(), labels, static_cast<double>(cumulative), "le", "+Inf");
-        render_sample(out, sum, f.label_names(), labels, cell->sum.load(std::memory_order_relaxed));
-        render_sample(out, count, f.label_names(), labels, static_cast<double>(cumulative));
+        append_sample(out, bucket, pairs, cumulative, "+Inf");
+        append_sample(out, sum, pairs, cell->sum.load(std::memory_order_relaxed));
+        append_sample(out, count, pairs, cumulative);
       }
     }
   }
