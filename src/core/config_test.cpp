@@ -444,12 +444,16 @@ TEST(Config, SyntaxErrorsNamePosition) {
   auto r = load("[router]\nlisten = \"a:1\"\npolicy = \n");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ConfigError::syntax);
-  EXPECT_THAT(r.error().message, ::testing::StartsWith("cognitora.toml:3:"));
-  EXPECT_THAT(r.error().message, HasSubstr("TOML syntax error"));
+  EXPECT_EQ(r.error().message,
+            "cognitora.toml:3:10: TOML syntax error: Error while parsing key-value pair: expected value, saw "
+            "'\\n'");
   auto dup = load("[log]\nlevel = \"info\"\nlevel = \"debug\"\n");
   ASSERT_FALSE(dup.ok());
   EXPECT_EQ(dup.error().code, ConfigError::syntax);
-  EXPECT_THAT(dup.error().message, ::testing::StartsWith("cognitora.toml:3:"));
+  EXPECT_EQ(dup.error().message,
+            "cognitora.toml:3:9: TOML syntax error: Error while parsing key-value pair: cannot redefine "
+            "existing string "
+            "'level'");
 }
 
 TEST(Config, OversizedInputIsRefusedBeforeParsing) {
