@@ -77,6 +77,10 @@ Result<dom::element, RequestError> parse_json(std::string_view body, const Reque
     return fail(RequestError::kTooLarge, fmt::format("{} is {} bytes, over the limit of {} bytes", what,
                                                      body.size(), limits.max_body_bytes));
   }
+  if (body.empty()) {
+    // Checked here: simdjson would memcpy from a possibly null pointer.
+    return fail(RequestError::kMalformedJson, fmt::format("{} is empty", what));
+  }
   thread_local dom::parser parser;
   const size_t depth = std::max<size_t>(limits.max_json_depth, 1);
   if (parser.max_depth() != depth) {
