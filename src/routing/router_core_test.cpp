@@ -726,6 +726,52 @@ TEST(NodeStateUpdates, TableIsBounded) {
   EXPECT_EQ(core.node_count(), kMaxNodes);
 }
 
+TEST(IndexLifecycle, OptimisticEntriesExpireThroughDecideAndWithdrawnPrefixesStopCounting) {
+  ManualClock clock(1000 * kSec);
+  IndexConfig cfg;
+  cfg.optimistic_ttl = 10 * kSec;
+  cfg.sweep_interval = 1 * kSec;
+  RoutingCore core(clock, RoutingPolicy{}, cfg, 1);
+  const NodeIndex a = core.upsert_node("a", update_of({}), UpdateSource::kStatic);
+  const NodeIndex b = core.upsert_node("b", update_of({}), UpdateSource::kStatic);
+  const auto d = digests(30, 8);
+  const RouteRequest r = request_for(d);
+  auto t = core.record_dispatch(a, r);
+  core.record_completion(t);
+  core.confirm_prefixes(b, std::span(d).first(4));
+  auto overlap_of = [&](NodeIndex n) {
+    auto res = core.decide(r);
+    EXPECT_TRUE(res.ok());
+    for (const auto& c : res->ranked) {
+      if (c.node == n) {
+        return c.overlap_blocks;
+      }
+    }
+    return 999u;
+  };
+  EXPECT_EQ(overlap_of(a), 8u);
+  clock.advance(11 * kSec);
+  core.upsert_node("a", update_of({}), UpdateSource::kScrape);  // keep both fresh
+  core.upsert_node("b", update_of({}), UpdateSource::kScrape);
+  EXPECT_EQ(overlap_of(a), 0u);  // the guess expired; decide() swept it
+  EXPECT_EQ(overlap_of(b), 4u);  // confirmed entries do not expire
+  core.remove_prefixes(b, std::span(d).subspan(2, 1));
+  EXPECT_EQ(overlap_of(b), 2u);  // the run now stops at the withdrawn block
+}
+
+TEST(IndexLifecycle, BlockSizeWeightsRecomputeCapacities) {
+  Fleet f;
+  NodeUpdate u;
+  u.total_blocks = 64;
+  u.block_size_tokens = 16;
+  const NodeIndex a = f.core.upsert_node("a", u, UpdateSource::kScrape);
+  EXPECT_EQ(f.core.index().node_capacity(a), 16u);  // 64 * 16 * 4 / 256
+  RoutingPolicy p = f.core.policy();
+  p.weights.block_bytes = 1024;
+  f.core.set_policy(p);
+  EXPECT_EQ(f.core.index().node_capacity(a), 4u);
+}
+
 TEST(DecideInto, ReusesTheDecisionBuffer) {
   Fleet f;
   for (int i = 0; i < 16; ++i) {
