@@ -1,0 +1,787 @@
+// Loopback integration tests for the HTTP server and client: real sockets on
+// 127.0.0.1, port 0, synchronised with latches and conditions, never sleeps.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/asio/write.hpp>
+#include <condition_variable>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "core/http/client.h"
+#include "core/http/server.h"
+#include "testing/process.h"
+
+namespace cgn::http {
+namespace {
+
+using namespace std::chrono_literals;
+using boost::system::error_code;
+using tcp = asio::ip::tcp;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+// co_spawn needs a default-constructible result; Result is not, so wrap it.
+template <class T>
+asio::awaitable<std::optional<T>> wrap(asio::awaitable<T> aw) {
+  co_return co_await std::move(aw);
+}
+
+template <class T>
+std::future<std::optional<T>> spawn_future(asio::io_context& ctx, asio::awaitable<T> aw) {
+  return asio::co_spawn(ctx, wrap(std::move(aw)), asio::use_future);
+}
+
+template <class T>
+T run_on(asio::io_context& ctx, asio::awaitable<T> aw) {
+  auto fut = spawn_future(ctx, std::move(aw));
+  ctx.restart();
+  ctx.run();
+  return *fut.get();
+}
+
+Request make_request(Verb v, std::string target, std::string body = "") {
+  Request r{v, target, 11};
+  r.body() = std::move(body);
+  return r;
+}
+
+ServerConfig fast_config() {
+  ServerConfig c;
+  c.timer_resolution = 10ms;
+  return c;
+}
+
+struct TestServer {
+  explicit TestServer(RouteTable routes, ServerConfig cfg = fast_config())
+      : server(std::make_unique<Server>(std::move(cfg), std::move(routes))) {
+    auto p = server->start();
+    EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);
+    port = p.ok() ? *p : 0;
+  }
+  Upstream upstream(bool tls = false) const { return Upstream{"127.0.0.1", port, tls}; }
+  std::unique_ptr<Server> server;
+  uint16_t port = 0;
+};
+
+asio::awaitable<void> ping(Exchange& ex) {
+  (void)co_await ex.respond(make_response(200, "pong", "text/plain"));
+}
+asio::awaitable<void> echo(Exchange& ex) {
+  (void)co_await ex.respond(make_response(200, ex.request().body(), "text/plain"));
+}
+
+RouteTable basic_routes() {
+  RouteTable rt;
+  rt.get("/ping", ping);
+  rt.post("/echo", echo);
+  return rt;
+}
+
+// A blocking loopback socket with a receive timeout, for sending raw bytes.
+struct RawConn {
+  explicit RawConn(uint16_t port) : sock(ctx) {
+    sock.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+    timeval tv{5, 0};
+    ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  void send(std::string_view bytes) { asio::write(sock, asio::buffer(bytes.data(), bytes.size())); }
+  // Reads until the server closes; ec tells how the read ended (eof expected).
+  std::string read_to_close(error_code& ec) {
+    std::string out;
+    char buf[4096];
+    for (;;) {
+      const size_t n = sock.read_some(asio::buffer(buf), ec);
+      if (ec) {
+        return out;
+      }
+      out.append(buf, n);
+    }
+  }
+  asio::io_context ctx;
+  tcp::socket sock;
+};
+
+struct RawResponse {
+  int status = 0;
+  std::string head;
+  std::string body;
+};
+
+RawResponse split_response(const std::string& wire) {
+  RawResponse r;
+  const size_t end = wire.find("\r\n\r\n");
+  if (wire.size() < 12 || end == std::string::npos) {
+    return r;
+  }
+  r.status = std::atoi(wire.substr(9, 3).c_str());
+  r.head = wire.substr(0, end);
+  r.body = wire.substr(end + 4);
+  return r;
+}
+
+void expect_openai_error(const std::string& body, int status) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << body;
+  ASSERT_TRUE(j.contains("error")) << body;
+  EXPECT_TRUE(j["error"]["message"].is_string());
+  EXPECT_TRUE(j["error"]["type"].is_string());
+  (void)status;
+}
+
+// A scripted upstream on a blocking thread, for behaviours our own server never shows.
+class RawServer {
+ public:
+  explicit RawServer(std::function<void(tcp::acceptor&)> script)
+      : acceptor_(ctx_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+    port_ = acceptor_.local_endpoint().port();
+    thread_ = std::thread([this, script = std::move(script)] { script(acceptor_); });
+  }
+  ~RawServer() {
+    ::shutdown(acceptor_.native_handle(), SHUT_RDWR);  // wakes a blocked accept()
+    thread_.join();
+  }
+  uint16_t port() const { return port_; }
+  static void set_timeout(tcp::socket& s) {
+    timeval tv{5, 0};
+    ::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  static bool read_head(tcp::socket& s, std::string& buf) {
+    error_code ec;
+    const size_t n = asio::read_until(s, asio::dynamic_buffer(buf), "\r\n\r\n", ec);
+    if (ec) {
+      return false;
+    }
+    buf.erase(0, n);
+    return true;
+  }
+
+ private:
+  asio::io_context ctx_;
+  tcp::acceptor acceptor_;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+// ---------------------------------------------------------------------------
+
+TEST(HttpServer, reports_bound_port_for_port_zero) {
+  TestServer s(basic_routes());
+  ASSERT_NE(s.port, 0);
+  EXPECT_EQ(s.server->port(), s.port);
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  auto r = run_on(ctx, client.send(s.upstream(), make_request(Verb::get, "/ping")));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->result_int(), 200u);
+  EXPECT_EQ(r->body(), "pong");
+}
+
+TEST(HttpClient, pool_reuses_one_connection_for_sequential_requests) {
+  TestServer s(basic_routes());
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  for (int i = 0; i < 5; ++i) {
+    auto r = run_on(ctx, client.send(s.upstream(), make_request(Verb::post, "/echo",
+                                                                std::string("n") + std::to_string(i))));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->body(), std::string("n") + std::to_string(i));
+  }
+  EXPECT_EQ(client.connections_opened(), 1u);
+  EXPECT_EQ(s.server->connections_accepted(), 1u);
+  EXPECT_EQ(s.server->requests_served(), 5u);
+  EXPECT_EQ(client.idle_connections(s.upstream()), 1u);
+}
+
+TEST(HttpClient, replaces_pooled_connection_the_server_closed_while_idle) {
+  ServerConfig cfg = fast_config();
+  cfg.timeouts.idle = 100ms;
+  TestServer s(basic_routes(), cfg);
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  ASSERT_TRUE(run_on(ctx, client.send(s.upstream(), make_request(Verb::get, "/ping"))).ok());
+  ASSERT_TRUE(cgn::testing::wait_until([&] { return s.server->open_connections() == 0; }, 5000ms));
+  auto r = run_on(ctx, client.send(s.upstream(), make_request(Verb::get, "/ping")));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->body(), "pong");
+  EXPECT_EQ(client.connections_opened(), 2u);
+}
+
+TEST(HttpClient, retries_once_when_a_reused_connection_dies_before_answering) {
+  RawServer up([](tcp::acceptor& acc) {
+    error_code ec;
+    tcp::socket s1 = acc.accept(ec);
+    if (ec) {
+      return;
+    }
+    RawServer::set_timeout(s1);
+    std::string buf;
+    if (!RawServer::read_head(s1, buf)) {
+      return;
+    }
+    asio::write(s1, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")), ec);
+    RawServer::read_head(s1, buf);  // the second request arrives on the pooled connection...
+    s1.close();                     // ...and the server drops it without an answer
+    tcp::socket s2 = acc.accept(ec);
+    if (ec) {
+      return;
+    }
+    RawServer::set_timeout(s2);
+    buf.clear();
+    if (RawServer::read_head(s2, buf)) {
+      asio::write(s2, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nretried")), ec);
+    }
+    RawServer::read_head(s2, buf);  // until the client closes
+  });
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  const Upstream u{"127.0.0.1", up.port()};
+  auto first = run_on(ctx, client.send(u, make_request(Verb::get, "/a")));
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_EQ(first->body(), "first");
+  auto second = run_on(ctx, client.send(u, make_request(Verb::get, "/b")));
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_EQ(second->body(), "retried");
+  EXPECT_EQ(client.connections_opened(), 2u);
+  client.close_idle();
+}
+
+TEST(HttpClient, header_timeout_when_server_accepts_but_never_answers) {
+  RawServer up([](tcp::acceptor& acc) {
+    error_code ec;
+    tcp::socket s = acc.accept(ec);
+    if (ec) {
+      return;
+    }
+    RawServer::set_timeout(s);
+    std::string buf;
+    RawServer::read_head(s, buf);
+    RawServer::read_head(s, buf);  // never answers; returns when the client gives up
+  });
+  asio::io_context ctx;
+  ClientConfig cc;
+  cc.timer_resolution = 10ms;
+  cc.timeouts.header = 200ms;
+  HttpClient client(ctx, cc);
+  auto r = run_on(ctx, client.send(Upstream{"127.0.0.1", up.port()}, make_request(Verb::get, "/slow")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, HttpError::timeout) << r.error().message;
+  EXPECT_EQ(client.idle_connections(Upstream{"127.0.0.1", up.port()}), 0u);
+}
+
+TEST(HttpClient, connect_failure_is_an_error_value) {
+  uint16_t dead_port = 0;
+  {
+    asio::io_context tmp;
+    tcp::acceptor a(tmp, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    dead_port = a.local_endpoint().port();
+  }
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  auto r = run_on(ctx, client.send(Upstream{"127.0.0.1", dead_port}, make_request(Verb::get, "/")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, HttpError::connect_failed) << r.error().message;
+}
+
+// ---------------------------------------------------------------------------
+// SSE
+
+struct Lockstep {
+  std::mutex mu;
+  std::condition_variable cv;
+  int received = 0;
+  bool server_gave_up = false;
+};
+
+asio::awaitable<void> lockstep_stream(std::shared_ptr<Lockstep> st, Exchange& ex) {
+  if (!co_await ex.begin_sse()) {
+    co_return;
+  }
+  for (int k = 0; k < 5; ++k) {
+    SseEvent e;
+    e.data = std::to_string(k);
+    if (!co_await ex.write_event(e)) {
+      co_return;
+    }
+    std::string comment;
+    append_sse_comment(comment, "keep-alive");
+    if (!co_await ex.write(comment)) {
+      co_return;
+    }
+    // Event k must reach the client before event k+1 is written. The client
+    // runs on another thread, so blocking this worker here is safe.
+    std::unique_lock lock(st->mu);
+    if (!st->cv.wait_for(lock, 5s, [&] { return st->received > k; })) {
+      st->server_gave_up = true;
+      co_return;
+    }
+  }
+  SseEvent done;
+  done.data = "[DONE]";
+  (void)co_await ex.write_event(done);
+  (void)co_await ex.end_stream();
+}
+
+asio::awaitable<HttpResult<std::vector<std::string>>> read_events(HttpClient& client, Upstream up,
+                                                                  std::string target,
+                                                                  std::shared_ptr<Lockstep> st) {
+  auto s = co_await client.stream(up, make_request(Verb::get, target));
+  if (!s) {
+    co_return s.error();
+  }
+  std::vector<std::string> got;
+  for (;;) {
+    auto ev = co_await s->next_event();
+    if (!ev) {
+      co_return ev.error();
+    }
+    if (!ev->has_value()) {
+      break;
+    }
+    got.push_back((*ev)->data);
+    if (st) {
+      std::lock_guard lock(st->mu);
+      ++st->received;
+      st->cv.notify_all();
+    }
+  }
+  co_return got;
+}
+
+TEST(HttpSse, each_event_is_flushed_before_the_next_is_written) {
+  auto st = std::make_shared<Lockstep>();
+  RouteTable rt;
+  rt.get("/stream", [st](Exchange& ex) { return lockstep_stream(st, ex); });
+  TestServer s(std::move(rt));
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  auto r = run_on(ctx, read_events(client, s.upstream(), "/stream", st));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r, (std::vector<std::string>{"0", "1", "2", "3", "4", "[DONE]"}));  // comments skipped
+  EXPECT_FALSE(st->server_gave_up);
+  // The stream ended cleanly, so its connection went back to the pool.
+  EXPECT_EQ(client.idle_connections(s.upstream()), 1u);
+}
+
+struct DisconnectSeen {
+  std::promise<std::pair<bool, bool>> result;  // (wait was cancelled, client_open() afterwards)
+};
+
+asio::awaitable<void> stream_until_cancelled(std::shared_ptr<DisconnectSeen> st, Exchange& ex) {
+  (void)co_await ex.begin_sse();
+  SseEvent e;
+  e.data = "hello";
+  (void)co_await ex.write_event(e);
+  asio::steady_timer t(co_await asio::this_coro::executor, 30s);
+  auto [ec] = co_await t.async_wait(use_tuple);
+  st->result.set_value({ec == asio::error::operation_aborted, ex.client_open()});
+}
+
+asio::awaitable<HttpStatus> read_one_then_leave(HttpClient& client, Upstream up) {
+  auto s = co_await client.stream(up, make_request(Verb::get, "/stream"));
+  if (!s) {
+    co_return s.error();
+  }
+  auto ev = co_await s->next_event();
+  if (!ev) {
+    co_return ev.error();
+  }
+  co_return Ok{};  // the stream (and its connection) is destroyed here
+}
+
+TEST(HttpSse, streaming_handler_learns_that_the_client_disconnected) {
+  auto st = std::make_shared<DisconnectSeen>();
+  auto seen = st->result.get_future();
+  RouteTable rt;
+  rt.get("/stream", [st](Exchange& ex) { return stream_until_cancelled(st, ex); });
+  TestServer s(std::move(rt));
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  ASSERT_TRUE(run_on(ctx, read_one_then_leave(client, s.upstream())).ok());
+  ASSERT_EQ(seen.wait_for(10s), std::future_status::ready);
+  const auto [cancelled, open] = seen.get();
+  EXPECT_TRUE(cancelled);
+  EXPECT_FALSE(open);
+}
+
+// The router's case: a handler proxying an upstream stream is cancelled when
+// its client leaves, which cancels the upstream read and closes that connection.
+struct ProxyState {
+  HttpClient* client = nullptr;
+  Upstream upstream;
+  std::promise<HttpError> proxy_saw;
+};
+
+asio::awaitable<void> proxy_stream(std::shared_ptr<ProxyState> st, Exchange& ex) {
+  auto up = co_await st->client->stream(st->upstream, make_request(Verb::get, "/stream"));
+  if (!up) {
+    (void)co_await ex.respond_error(bad_gateway(up.error().message));
+    co_return;
+  }
+  (void)co_await ex.begin_sse();
+  for (;;) {
+    auto ev = co_await up->next_event();
+    if (!ev) {
+      st->proxy_saw.set_value(ev.error().code);
+      co_return;
+    }
+    if (!ev->has_value()) {
+      break;
+    }
+    (void)co_await ex.write_event(**ev);
+  }
+  st->proxy_saw.set_value(HttpError::invalid_state);  // upstream ended: not expected here
+}
+
+TEST(HttpSse, client_disconnect_cancels_the_proxied_upstream_request) {
+  auto upstream_state = std::make_shared<DisconnectSeen>();
+  auto upstream_seen = upstream_state->result.get_future();
+  RouteTable urt;
+  urt.get("/stream", [upstream_state](Exchange& ex) { return stream_until_cancelled(upstream_state, ex); });
+  TestServer upstream(std::move(urt));
+
+  auto ps = std::make_shared<ProxyState>();
+  auto proxy_seen = ps->proxy_saw.get_future();
+  RouteTable prt;
+  prt.get("/stream", [ps](Exchange& ex) { return proxy_stream(ps, ex); });
+  auto proxy = std::make_unique<Server>(fast_config(), std::move(prt));
+  HttpClient proxy_client(proxy->worker_context(0));  // per-worker client, used on that worker only
+  ps->client = &proxy_client;
+  ps->upstream = upstream.upstream();
+  auto port = proxy->start();
+  ASSERT_TRUE(port.ok());
+
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  ASSERT_TRUE(run_on(ctx, read_one_then_leave(client, Upstream{"127.0.0.1", *port})).ok());
+  ASSERT_EQ(proxy_seen.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(proxy_seen.get(), HttpError::cancelled);
+  ASSERT_EQ(upstream_seen.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(upstream_seen.get().first);
+  proxy->stop(1s);
+}
+
+// ---------------------------------------------------------------------------
+// Errors and limits
+
+TEST(HttpServer, unknown_path_is_404_and_wrong_method_is_405_as_openai_json) {
+  TestServer s(basic_routes());
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  auto nf = run_on(ctx, client.send(s.upstream(), make_request(Verb::get, "/nope")));
+  ASSERT_TRUE(nf.ok());
+  EXPECT_EQ(nf->result_int(), 404u);
+  expect_openai_error(nf->body(), 404);
+  auto na = run_on(ctx, client.send(s.upstream(), make_request(Verb::post, "/ping", "x")));
+  ASSERT_TRUE(na.ok());
+  EXPECT_EQ(na->result_int(), 405u);
+  EXPECT_EQ((*na)[Field::allow], "GET");
+  expect_openai_error(na->body(), 405);
+  // Errors keep the connection: both went over one.
+  EXPECT_EQ(client.connections_opened(), 1u);
+}
+
+TEST(HttpServer, oversized_body_is_413_before_the_body_is_read) {
+  ServerConfig cfg = fast_config();
+  cfg.limits.max_body_bytes = 1024;
+  TestServer s(basic_routes(), cfg);
+  RawConn c(s.port);
+  c.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n");
+  error_code ec;
+  const auto r = split_response(c.read_to_close(ec));
+  EXPECT_EQ(ec, asio::error::eof);
+  EXPECT_EQ(r.status, 413);
+  expect_openai_error(r.body, 413);
+}
+
+TEST(HttpServer, oversized_headers_are_431) {
+  ServerConfig cfg = fast_config();
+  cfg.limits.max_header_bytes = 1024;
+  TestServer s(basic_routes(), cfg);
+  RawConn c(s.port);
+  c.send(std::string("GET /ping HTTP/1.1\r\nX-Big: ") + std::string(4000, 'a') + "\r\n\r\n");
+  error_code ec;
+  const auto r = split_response(c.read_to_close(ec));
+  EXPECT_EQ(r.status, 431);
+  expect_openai_error(r.body, 431);
+}
+
+TEST(HttpServer, malformed_request_is_400) {
+  TestServer s(basic_routes());
+  RawConn c(s.port);
+  c.send("THIS IS NOT HTTP\r\n\r\n");
+  error_code ec;
+  const auto r = split_response(c.read_to_close(ec));
+  EXPECT_EQ(r.status, 400);
+  expect_openai_error(r.body, 400);
+}
+
+TEST(HttpServer, slow_headers_are_cut_by_the_header_timeout) {
+  ServerConfig cfg = fast_config();
+  cfg.timeouts.header = 200ms;
+  TestServer s(basic_routes(), cfg);
+  RawConn c(s.port);
+  c.send("GET /ping HTTP/1.1\r\nHost: x\r\n");  // never finishes the headers
+  error_code ec;
+  const std::string got = c.read_to_close(ec);
+  EXPECT_EQ(ec, asio::error::eof);  // closed by the server, not our 5 s receive timeout
+  EXPECT_TRUE(got.empty());
+}
+
+TEST(HttpServer, idle_keep_alive_connection_is_closed) {
+  ServerConfig cfg = fast_config();
+  cfg.timeouts.idle = 200ms;
+  TestServer s(basic_routes(), cfg);
+  RawConn c(s.port);
+  c.send("GET /ping HTTP/1.1\r\nHost: x\r\n\r\n");
+  error_code ec;
+  const auto r = split_response(c.read_to_close(ec));
+  EXPECT_EQ(ec, asio::error::eof);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "pong");
+}
+
+TEST(HttpServer, pipelined_requests_are_answered_in_order) {
+  TestServer s(basic_routes());
+  RawConn c(s.port);
+  c.send(
+      "POST /echo HTTP/1.1\r\nContent-Length: 1\r\n\r\nA"
+      "POST /echo HTTP/1.1\r\nContent-Length: 1\r\n\r\nB"
+      "GET /ping HTTP/1.1\r\nConnection: close\r\n\r\n");
+  error_code ec;
+  const std::string all = c.read_to_close(ec);
+  const size_t a = all.find("\r\n\r\nA");
+  const size_t b = all.find("\r\n\r\nB");
+  const size_t p = all.find("pong");
+  ASSERT_NE(a, std::string::npos) << all;
+  ASSERT_NE(b, std::string::npos) << all;
+  ASSERT_NE(p, std::string::npos) << all;
+  EXPECT_LT(a, b);
+  EXPECT_LT(b, p);
+}
+
+// ---------------------------------------------------------------------------
+// CORS on /metrics
+
+TEST(HttpServer, metrics_answers_cors_preflight_and_sets_allow_origin) {
+  RouteTable rt;
+  rt.get("/metrics", metrics_handler([] { return std::string("cgn_up 1\n"); }));
+  rt.enable_cors("/metrics");
+  TestServer s(std::move(rt));
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  Request pre = make_request(Verb::options, "/metrics");
+  pre.set(Field::origin, "http://dashboard.local");
+  pre.set(Field::access_control_request_method, "GET");
+  pre.set(Field::access_control_request_headers, "x-requested-with");
+  auto r = run_on(ctx, client.send(s.upstream(), std::move(pre)));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->result_int(), 204u);
+  EXPECT_EQ((*r)[Field::access_control_allow_origin], "*");
+  const std::string methods((*r)["Access-Control-Allow-Methods"]);
+  EXPECT_NE(methods.find("GET"), std::string::npos);
+  EXPECT_NE(methods.find("OPTIONS"), std::string::npos);
+  EXPECT_EQ((*r)["Access-Control-Allow-Headers"], "x-requested-with");
+
+  auto g = run_on(ctx, client.send(s.upstream(), make_request(Verb::get, "/metrics")));
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->result_int(), 200u);
+  EXPECT_EQ((*g)[Field::access_control_allow_origin], "*");
+  EXPECT_EQ(g->body(), "cgn_up 1\n");
+}
+
+// ---------------------------------------------------------------------------
+// Graceful shutdown
+
+struct ShutdownState {
+  std::atomic<int> streams_started{0};
+  std::promise<bool> endless_cancelled;
+};
+
+asio::awaitable<void> finishes_when_draining(std::shared_ptr<ShutdownState> st, Exchange& ex) {
+  (void)co_await ex.begin_sse();
+  SseEvent e;
+  e.data = "first";
+  (void)co_await ex.write_event(e);
+  st->streams_started.fetch_add(1);
+  asio::steady_timer poll(co_await asio::this_coro::executor);
+  while (!ex.draining()) {  // a stream that ends soon after shutdown begins
+    poll.expires_after(5ms);
+    (void)co_await poll.async_wait(use_tuple);
+  }
+  e.data = "last";
+  (void)co_await ex.write_event(e);
+  (void)co_await ex.end_stream();
+}
+
+asio::awaitable<void> never_finishes(std::shared_ptr<ShutdownState> st, Exchange& ex) {
+  (void)co_await ex.begin_sse();
+  SseEvent e;
+  e.data = "first";
+  (void)co_await ex.write_event(e);
+  st->streams_started.fetch_add(1);
+  asio::steady_timer t(co_await asio::this_coro::executor, 60s);
+  auto [ec] = co_await t.async_wait(use_tuple);
+  st->endless_cancelled.set_value(ec == asio::error::operation_aborted);
+}
+
+TEST(HttpServer, graceful_stop_drains_a_finishing_stream_and_cuts_an_endless_one) {
+  auto st = std::make_shared<ShutdownState>();
+  auto endless_cancelled = st->endless_cancelled.get_future();
+  RouteTable rt;
+  rt.get("/finishing", [st](Exchange& ex) { return finishes_when_draining(st, ex); });
+  rt.get("/endless", [st](Exchange& ex) { return never_finishes(st, ex); });
+  ServerConfig cfg = fast_config();
+  cfg.threads = 2;
+  TestServer s(std::move(rt), cfg);
+
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  auto finishing = spawn_future(ctx, read_events(client, s.upstream(), "/finishing", nullptr));
+  auto endless = spawn_future(ctx, read_events(client, s.upstream(), "/endless", nullptr));
+  std::thread client_thread([&] { ctx.run(); });
+  ASSERT_TRUE(cgn::testing::wait_until([&] { return st->streams_started.load() == 2; }, 10000ms));
+
+  s.server->stop(500ms);
+  client_thread.join();
+
+  auto f = *finishing.get();
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_EQ(*f, (std::vector<std::string>{"first", "last"}));
+  auto e = *endless.get();
+  EXPECT_FALSE(e.ok());  // cut without the terminating chunk
+  ASSERT_EQ(endless_cancelled.wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(endless_cancelled.get());
+  EXPECT_EQ(s.server->open_connections(), 0u);
+
+  // No longer accepting.
+  asio::io_context ctx2;
+  HttpClient late(ctx2);
+  auto r = run_on(ctx2, late.send(s.upstream(), make_request(Verb::get, "/finishing")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, HttpError::connect_failed);
+}
+
+// ---------------------------------------------------------------------------
+// Threads
+
+asio::awaitable<void> which_worker(Exchange& ex) {
+  (void)co_await ex.respond(make_response(200, std::to_string(ex.worker_index()), "text/plain"));
+}
+
+TEST(HttpServer, connections_are_spread_over_worker_threads) {
+  RouteTable rt;
+  rt.get("/worker", which_worker);
+  ServerConfig cfg = fast_config();
+  cfg.threads = 4;
+  TestServer s(std::move(rt), cfg);
+  std::mutex mu;
+  std::set<std::string> workers;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&] {
+      asio::io_context ctx;
+      HttpClient client(ctx);
+      for (int i = 0; i < 50; ++i) {
+        auto r = run_on(ctx, client.send(s.upstream(), make_request(Verb::get, "/worker")));
+        if (r.ok() && r->result_int() == 200) {
+          ok.fetch_add(1);
+          std::lock_guard lock(mu);
+          workers.insert(r->body());
+        }
+      }
+    });
+  }
+  for (auto& t : clients) {
+    t.join();
+  }
+  EXPECT_EQ(ok.load(), 200);
+  EXPECT_EQ(s.server->connections_accepted(), 4u);
+  EXPECT_EQ(workers, (std::set<std::string>{"0", "1", "2", "3"}));  // round-robin hand-off
+}
+
+// ---------------------------------------------------------------------------
+// TLS
+
+struct Cert {
+  cgn::testing::TempDir dir;
+  std::string cert = dir.file("cert.pem");
+  std::string key = dir.file("key.pem");
+  bool ok = false;
+  Cert() {
+    const std::string cmd =
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " + key +
+        " -out " + cert +
+        " -days 1 -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1,DNS:localhost"
+        " >/dev/null 2>&1";
+    ok = std::system(cmd.c_str()) == 0;
+  }
+};
+
+asio::awaitable<void> sse_two(Exchange& ex) {
+  (void)co_await ex.begin_sse();
+  SseEvent e;
+  e.data = "a";
+  (void)co_await ex.write_event(e);
+  e.data = "[DONE]";
+  (void)co_await ex.write_event(e);
+}
+
+TEST(HttpTls, listener_serves_requests_and_streams_over_tls) {
+  Cert cert;
+  ASSERT_TRUE(cert.ok) << "openssl req failed";
+  RouteTable rt = basic_routes();
+  rt.get("/stream", sse_two);
+  ServerConfig cfg = fast_config();
+  cfg.tls_cert_file = cert.cert;
+  cfg.tls_key_file = cert.key;
+  TestServer s(std::move(rt), cfg);
+  ASSERT_NE(s.port, 0);
+
+  asio::io_context ctx;
+  ClientConfig cc;
+  cc.tls_ca_file = cert.cert;
+  HttpClient client(ctx, cc);
+  for (int i = 0; i < 2; ++i) {
+    auto r = run_on(ctx, client.send(s.upstream(true), make_request(Verb::post, "/echo", "secret")));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->body(), "secret");
+  }
+  auto events = run_on(ctx, read_events(client, s.upstream(true), "/stream", nullptr));
+  ASSERT_TRUE(events.ok()) << events.error().message;
+  EXPECT_EQ(*events, (std::vector<std::string>{"a", "[DONE]"}));
+  EXPECT_EQ(client.connections_opened(), 1u);
+
+  // A client that does not trust the certificate refuses the connection.
+  asio::io_context ctx2;
+  HttpClient strict(ctx2);
+  auto bad = run_on(ctx2, strict.send(s.upstream(true), make_request(Verb::get, "/ping")));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, HttpError::tls) << bad.error().message;
+}
+
+TEST(HttpTls, missing_certificate_is_an_error_value) {
+  ServerConfig cfg = fast_config();
+  cfg.tls_cert_file = "/nonexistent/cert.pem";
+  cfg.tls_key_file = "/nonexistent/key.pem";
+  Server s(cfg, basic_routes());
+  auto r = s.start();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, HttpError::tls);
+}
+
+}  // namespace
+}  // namespace cgn::http

@@ -1,0 +1,53 @@
+// Bounded incremental parsing of HTTP/1.x requests from a byte buffer. The
+// server connection feeds it whatever the socket delivered; it also stands
+// alone so the fuzz target can drive it without sockets.
+// Not thread-safe: one reader per connection.
+#pragma once
+
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <optional>
+
+#include "core/http/types.h"
+
+namespace cgn::http {
+
+struct RequestLimits {
+  size_t max_header_bytes = 16 * 1024;
+  size_t max_body_bytes = 16 * 1024 * 1024;
+};
+
+class RequestReader {
+ public:
+  enum class State {
+    need_more,  // feed more bytes (headers or body incomplete)
+    done,       // a complete request: take() it
+    error,      // malformed or over a limit: answer error_response() and close
+  };
+
+  explicit RequestReader(RequestLimits limits);
+
+  // Starts a new request (after take(), or at connection start).
+  void reset();
+  // Parses from the front of buf, consuming what was used. Bytes after a
+  // complete request stay in buf (pipelining).
+  State parse(boost::beast::flat_buffer& buf);
+
+  bool header_done() const { return parser_ && parser_->is_header_done(); }
+  // Headers are complete, the body is not, and the client waits for "100 Continue".
+  bool wants_continue() const;
+  bool started() const { return started_; }
+  // The 400/413/431 to send when parse() returned error.
+  const ApiError& error() const { return error_; }
+
+  bool keep_alive() const { return parser_ && parser_->keep_alive(); }
+  Request take();
+
+ private:
+  RequestLimits limits_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  ApiError error_;
+  bool started_ = false;
+};
+
+}  // namespace cgn::http
