@@ -71,6 +71,30 @@ ParseError wrong_type(const std::string& path, const char* expected, dom::elemen
 // One reusable parser per thread: simdjson's DOM parser is fastest when its
 // buffers are reused. Elements returned by parse_json point into it and are
 // valid until the next parse on the same thread.
+dom::parser& thread_parser() {
+  thread_local dom::parser parser;
+  return parser;
+}
+
+// Buffers for bodies up to this size are kept between calls; a thread that
+// parsed a larger body (up to max_body_bytes, ~8x that in parser buffers)
+// gives the memory back when the call that needed it is done.
+constexpr size_t kRetainedParserCapacity = 1024 * 1024;
+
+// Scope of one public parse call: every element is dead once it ends.
+class ParserScope {
+ public:
+  ParserScope() = default;
+  ParserScope(const ParserScope&) = delete;
+  ParserScope& operator=(const ParserScope&) = delete;
+  ~ParserScope() {
+    dom::parser& parser = thread_parser();
+    if (parser.capacity() > kRetainedParserCapacity) {
+      parser = dom::parser{};
+    }
+  }
+};
+
 Result<dom::element, RequestError> parse_json(std::string_view body, const RequestLimits& limits,
                                               const char* what) {
   if (body.size() > limits.max_body_bytes) {
@@ -81,7 +105,7 @@ Result<dom::element, RequestError> parse_json(std::string_view body, const Reque
     // Checked here: simdjson would memcpy from a possibly null pointer.
     return fail(RequestError::kMalformedJson, fmt::format("{} is empty", what));
   }
-  thread_local dom::parser parser;
+  dom::parser& parser = thread_parser();
   const size_t depth = std::max<size_t>(limits.max_json_depth, 1);
   if (parser.max_depth() != depth) {
     if (parser.allocate(std::max<size_t>(body.size(), 64), depth) != simdjson::SUCCESS) {
@@ -666,6 +690,7 @@ const char* request_error_name(RequestError error) {
 
 Result<ParsedRequest, RequestError> parse_openai_request(Endpoint endpoint, std::string_view body,
                                                          const RequestLimits& limits) {
+  const ParserScope scope;
   auto root = parse_json(body, limits, "request body");
   if (!root) {
     return root.error();
@@ -859,6 +884,7 @@ void append_assistant_message(std::string& canonical, std::string_view content,
 
 Result<AssistantReply, RequestError> parse_chat_completion_reply(std::string_view response_body,
                                                                  const RequestLimits& limits) {
+  const ParserScope scope;
   auto root = parse_json(response_body, limits, "response body");
   if (!root) {
     return root.error();
@@ -924,6 +950,7 @@ Result<AssistantReply, RequestError> parse_chat_completion_reply(std::string_vie
 }
 
 Result<std::string, RequestError> canonical_json(std::string_view json, const RequestLimits& limits) {
+  const ParserScope scope;
   auto root = parse_json(json, limits, "JSON text");
   if (!root) {
     return root.error();

@@ -13,7 +13,8 @@
 //
 // Every function is a pure function of its arguments and thread-safe; the
 // parser keeps one reusable simdjson parser per thread (thread_local), which
-// retains capacity for the largest body that thread has parsed.
+// keeps its buffers between calls for bodies up to 1 MiB and frees larger
+// ones when the call that needed them returns.
 #pragma once
 
 #include <cstddef>
