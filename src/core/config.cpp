@@ -95,10 +95,10 @@ void read_nodes(TableReader& r, std::vector<NodeConfig>& nodes) {
   std::set<std::string> names;
   r.tables("nodes", [&](TableReader& t, size_t) {
     NodeConfig n;
-    t.require("url", n.url);  // presence first: a missing url is "missing", not "bad URL"
-    if (!n.url.empty() && !valid_http_url(n.url)) {
-      t.fail("url", ConfigError::bad_value,
-             fmt::format("expected an http:// or https:// URL, got \"{}\"", n.url.substr(0, 64)));
+    if (t.has("url")) {
+      t.get_url("url", n.url);
+    } else {
+      t.require("url", n.url);  // reports it missing
     }
     t.get("name", n.name);
     if (n.name.empty()) {
@@ -150,7 +150,7 @@ void read_state(TableReader& r, StateConfig& c) {
     t.get("lease_ttl_s", c.etcd.lease_ttl_s, {2, 3600});
     if (t.get("prefix", c.etcd.prefix) && !c.etcd.prefix.starts_with('/')) {
       t.fail("prefix", ConfigError::bad_value,
-             fmt::format("expected a path starting with '/', got \"{}\"", c.etcd.prefix.substr(0, 64)));
+             fmt::format("expected a path starting with '/', got {}", quoted(c.etcd.prefix)));
     }
   });
   r.table("gossip", [&](TableReader& t) {

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <tuple>
 
 namespace cgn::config {
 
@@ -94,8 +95,9 @@ std::string path_segment(std::string_view key) {
   return out;
 }
 
-// A value as it appears in a message: strings quoted and cut short, other scalars printed.
-std::string shown(std::string_view s) {
+}  // namespace
+
+std::string quoted(std::string_view s) {
   constexpr size_t kMax = 64;
   std::string out = "\"";
   for (size_t i = 0; i < s.size() && i < kMax; ++i) {
@@ -112,6 +114,8 @@ std::string shown(std::string_view s) {
   out += '"';
   return out;
 }
+
+namespace {
 
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> prev(b.size() + 1);
@@ -191,21 +195,29 @@ std::string ConfigContext::location(const toml::source_region& where) const {
 }
 
 void ConfigContext::add(ConfigError code, const toml::source_region& where, std::string_view what) {
-  diagnostics_.push_back(Diagnostic{code, fmt::format("{}: {}", location(where), what)});
+  diagnostics_.push_back(
+      Diagnostic{code, fmt::format("{}: {}", location(where), what), where.begin.line, where.begin.column});
 }
 
 Error<ConfigError> ConfigContext::to_error() const {
   if (diagnostics_.empty()) {
     return make_error(ConfigError::bad_value, source_name_ + ": unknown configuration error");
   }
-  std::string msg;
+  std::vector<const Diagnostic*> sorted;
   for (const auto& d : diagnostics_) {
+    sorted.push_back(&d);
+  }
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Diagnostic* a, const Diagnostic* b) {
+    return std::tie(a->line, a->column) < std::tie(b->line, b->column);
+  });
+  std::string msg;
+  for (const Diagnostic* d : sorted) {
     if (!msg.empty()) {
       msg += '\n';
     }
-    msg += d.message;
+    msg += d->message;
   }
-  return make_error(diagnostics_.front().code, std::move(msg));
+  return make_error(sorted.front()->code, std::move(msg));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -384,7 +396,7 @@ bool TableReader::get_choice(std::string_view key, std::string& out,
   }
   if (std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
     fail(key, ConfigError::bad_value,
-         fmt::format("expected one of {}, got {}", fmt::join(allowed, "|"), shown(s)));
+         fmt::format("expected one of {}, got {}", fmt::join(allowed, "|"), quoted(s)));
     return false;
   }
   out = std::move(s);
@@ -407,7 +419,7 @@ bool TableReader::get_host_port(std::string_view key, std::string& out) {
     return false;
   }
   if (!valid_host_port(s)) {
-    fail(key, ConfigError::bad_value, fmt::format("expected HOST:PORT, got {}", shown(s)));
+    fail(key, ConfigError::bad_value, fmt::format("expected HOST:PORT, got {}", quoted(s)));
     return false;
   }
   out = std::move(s);
@@ -420,7 +432,7 @@ bool TableReader::get_url(std::string_view key, std::string& out) {
     return false;
   }
   if (!valid_http_url(s)) {
-    fail(key, ConfigError::bad_value, fmt::format("expected an http:// or https:// URL, got {}", shown(s)));
+    fail(key, ConfigError::bad_value, fmt::format("expected an http:// or https:// URL, got {}", quoted(s)));
     return false;
   }
   out = std::move(s);
@@ -438,7 +450,7 @@ bool TableReader::get_checked_list(std::string_view key, std::vector<std::string
   for (size_t i = 0; i < v.size(); ++i) {
     if (!valid(v[i])) {
       ctx_.add(ConfigError::bad_value, arr.get(i)->source(),
-               fmt::format("key '{}[{}]' expected {}, got {}", key_path(key), i, expected, shown(v[i])));
+               fmt::format("key '{}[{}]' expected {}, got {}", key_path(key), i, expected, quoted(v[i])));
       ok = false;
     }
   }

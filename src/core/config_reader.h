@@ -4,7 +4,7 @@
 //   struct AgentConfig { std::string node_id; std::string listen = "0.0.0.0:9090"; };
 //   void read_agent(cgn::config::TableReader& r, AgentConfig& c) {
 //     r.get("node_id", c.node_id);
-//     r.get_listen("listen", c.listen);
+//     r.get_host_port("listen", c.listen);
 //   }
 //   ...
 //   root.table("agent", [&](TableReader& t) { read_agent(t, cfg.agent); });
@@ -81,6 +81,8 @@ class Secret {
 struct Diagnostic {
   ConfigError code{};
   std::string message;  // "file:line:col: ..."
+  uint32_t line = 0;    // 0 when toml++ had no position
+  uint32_t column = 0;
 };
 
 // Shared by every TableReader of one load: the source name, the environment and the
@@ -97,8 +99,10 @@ class ConfigContext {
 
   void add(ConfigError code, const toml::source_region& where, std::string_view what);
   bool ok() const { return diagnostics_.empty(); }
+  // In the order found (schema order).
   const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
-  // One error: the first diagnostic's code, every message on its own line.
+  // One error: every message on its own line in file order (line, then column), and the code of
+  // the first of them.
   Error<ConfigError> to_error() const;
 
  private:
@@ -114,9 +118,9 @@ struct Range {
   T max = std::numeric_limits<T>::max();
 };
 
-// Reads typed fields from one TOML table and records which keys were consumed; finish() (called
-// by the destructor of nothing: call it, or let table()/tables() call it for you) reports every
-// key that was not consumed as an unknown key. Holds references: the table and context must
+// Reads typed fields from one TOML table and records which keys were asked for; finish() reports
+// every other key as unknown. table(), tables() and named_tables() call finish() on the readers
+// they create; the root reader's owner calls it. Holds references: the table and the context must
 // outlive it. Not thread-safe.
 class TableReader {
  public:
@@ -133,6 +137,7 @@ class TableReader {
   // valid -> stored, returns true; present but invalid -> error recorded, `out` untouched, false.
   bool get(std::string_view key, bool& out);
   bool get(std::string_view key, std::string& out);
+  // Accepts a TOML float or integer; NaN and infinities are always out of range.
   bool get(std::string_view key, double& out, Range<double> range = {});
   template <class T>
   requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) bool get(std::string_view key, T& out,
@@ -258,6 +263,9 @@ class TableReader {
 // The TOML type name of a node as users see it: "string", "integer", "float", "boolean", "table",
 // "array", "date", "time", "date-time".
 std::string_view toml_type_name(const toml::node& node);
+
+// A string value as messages show it: in double quotes, control bytes as \xNN, cut after 64 bytes.
+std::string quoted(std::string_view s);
 
 // "HOST:PORT" with a non-empty host (name, IPv4, or [IPv6]) and a port in 0..65535.
 bool valid_host_port(std::string_view s);

@@ -256,6 +256,15 @@ TEST(Config, EveryProblemInTheFileIsReportedInOrder) {
       "cognitora.toml:6:8: key 'engine.port' expected integer in [1, 65535], got 0");
 }
 
+TEST(Config, ProblemsAreListedInFileOrderNotSchemaOrder) {
+  auto r = load("[engine]\nport = 0\n[router]\nlisten = 1\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ConfigError::out_of_range);  // engine.port comes first in the file
+  EXPECT_EQ(r.error().message,
+            "cognitora.toml:2:8: key 'engine.port' expected integer in [1, 65535], got 0\n"
+            "cognitora.toml:4:10: key 'router.listen' expected string, got integer");
+}
+
 TEST(Config, MissingRequiredKeyNamesTheTable) {
   auto r = load("[router]\n[[router.nodes]]\nname = \"a\"\n");
   ASSERT_FALSE(r.ok());
@@ -319,6 +328,17 @@ TEST(Config, AddressesAreValidated) {
       error_of("[agent]\nnode_id = \"a/b\"\n"),
       "cognitora.toml:2:11: key 'agent.node_id' expected at most 128 characters from [A-Za-z0-9._-] (it is a "
       "key in etcd and a metric label)");
+}
+
+TEST(Config, StateSectionsAreChecked) {
+  EXPECT_EQ(
+      error_of("[state.etcd]\nendpoints = []\nprefix = \"cgn\\u0001\"\nlease_ttl_s = 1\n"),
+      "cognitora.toml:2:13: key 'state.etcd.endpoints' expected at least one endpoint, got []\n"
+      "cognitora.toml:3:10: key 'state.etcd.prefix' expected a path starting with '/', got \"cgn\\x01\"\n"
+      "cognitora.toml:4:15: key 'state.etcd.lease_ttl_s' expected integer in [2, 3600], got 1");
+  EXPECT_EQ(error_of("[state.gossip]\ncluster_id = \"\"\nlisten = \"0.0.0.0\"\n"),
+            "cognitora.toml:2:14: key 'state.gossip.cluster_id' expected a non-empty string, got \"\"\n"
+            "cognitora.toml:3:10: key 'state.gossip.listen' expected HOST:PORT, got \"0.0.0.0\"");
 }
 
 TEST(Config, StaticNodesGetNamesRolesAndUniqueness) {
