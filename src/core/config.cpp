@@ -269,7 +269,8 @@ Result<CognitoraConfig, ConfigError> load_config(const std::string& path, const 
   std::string text(kMaxConfigBytes + 1, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) {
-    return make_error(ConfigError::io, fmt::format("{}: cannot read config file", path));
+    return make_error(ConfigError::io,
+                      fmt::format("{}: cannot read config file: {}", path, std::strerror(errno)));
   }
   text.resize(static_cast<size_t>(in.gcount()));
   return load_config_from_string(text, path, env);

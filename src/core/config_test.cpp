@@ -493,6 +493,11 @@ TEST(Config, FilesAreReadFromDisk) {
   EXPECT_EQ(missing.error().message,
             dir.file("nope.toml") + ": cannot open config file: No such file or directory");
 
+  auto directory = load_config(dir.path());
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.error().code, ConfigError::io);
+  EXPECT_EQ(directory.error().message, dir.path() + ": cannot read config file: Is a directory");
+
   testing::write_file(dir.file("c.toml"), "[router]\nlisten = 1\n");
   auto bad = load_config(dir.file("c.toml"));
   ASSERT_FALSE(bad.ok());
