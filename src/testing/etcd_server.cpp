@@ -108,6 +108,12 @@ bool EtcdServer::start(std::chrono::milliseconds timeout, bool serve_endpoint) {
       "--heartbeat-interval=50",
       "--election-timeout=500",
   };
+  // If the test process dies without cleaning up (crash, timeout kill), the
+  // kernel kills etcd too instead of leaving it running on tmpfs.
+  std::error_code ec;
+  if (std::filesystem::exists("/usr/bin/setpriv", ec)) {
+    argv.insert(argv.begin(), {"/usr/bin/setpriv", "--pdeathsig", "KILL", "--"});
+  }
   process_ = std::make_unique<Process>(argv, std::map<std::string, std::string>{}, log_path_);
   return wait_until(
              [this] {

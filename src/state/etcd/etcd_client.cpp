@@ -88,6 +88,30 @@ KeyValue from_proto(const mvccpb::KeyValue& kv) {
   return out;
 }
 
+RangeResult range_from_proto(const etcdserverpb::RangeResponse& resp) {
+  RangeResult out;
+  out.revision = resp.header().revision();
+  out.count = resp.count();
+  out.more = resp.more();
+  out.kvs.reserve(static_cast<size_t>(resp.kvs_size()));
+  for (const auto& kv : resp.kvs()) {
+    out.kvs.push_back(from_proto(kv));
+  }
+  return out;
+}
+
+std::vector<WatchEvent> events_from_proto(const etcdserverpb::WatchResponse& resp) {
+  std::vector<WatchEvent> events;
+  events.reserve(static_cast<size_t>(resp.events_size()));
+  for (const auto& ev : resp.events()) {
+    WatchEvent e;
+    e.type = ev.type() == mvccpb::Event::DELETE ? WatchEvent::Type::kDelete : WatchEvent::Type::kPut;
+    e.kv = from_proto(ev.kv());
+    events.push_back(std::move(e));
+  }
+  return events;
+}
+
 // ---------------------------------------------------------------------------
 // EndpointSet
 // ---------------------------------------------------------------------------
@@ -271,18 +295,6 @@ void fill_compare(const TxnCompare& c, etcdserverpb::Compare* out) {
   }
 }
 
-RangeResult from_proto(const etcdserverpb::RangeResponse& resp) {
-  RangeResult out;
-  out.revision = resp.header().revision();
-  out.count = resp.count();
-  out.more = resp.more();
-  out.kvs.reserve(static_cast<size_t>(resp.kvs_size()));
-  for (const auto& kv : resp.kvs()) {
-    out.kvs.push_back(etcd::from_proto(kv));
-  }
-  return out;
-}
-
 }  // namespace
 
 EtcdResult<std::shared_ptr<EtcdClient>> EtcdClient::create(EtcdClientOptions options) {
@@ -328,7 +340,7 @@ EtcdResult<RangeResult> EtcdClient::range(std::string_view key, std::string_view
   if (!st) {
     return st.error();
   }
-  return from_proto(resp);
+  return range_from_proto(resp);
 }
 
 EtcdResult<RangeResult> EtcdClient::get(std::string_view key, Timeout timeout) {

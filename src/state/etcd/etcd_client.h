@@ -49,7 +49,7 @@ struct EtcdClientOptions {
 //
 // A down etcd makes calls fail fast with kUnavailable (gRPC does not wait for
 // a connection) and, at worst, with kDeadlineExceeded at the call's deadline.
-class EtcdClient : public std::enable_shared_from_this<EtcdClient> {
+class EtcdClient {
  public:
   static EtcdResult<std::shared_ptr<EtcdClient>> create(EtcdClientOptions options);
   ~EtcdClient();

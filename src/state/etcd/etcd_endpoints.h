@@ -29,6 +29,9 @@ EtcdError map_grpc_error(grpc::StatusCode code, std::string_view grpc_message, s
 EtcdResult<std::string> normalize_endpoint(std::string_view endpoint);
 
 KeyValue from_proto(const mvccpb::KeyValue& kv);
+RangeResult range_from_proto(const etcdserverpb::RangeResponse& resp);
+// The events of one WatchResponse, in the server's order.
+std::vector<WatchEvent> events_from_proto(const etcdserverpb::WatchResponse& resp);
 
 // Immutable after construction except for the atomics; thread-safe.
 class EndpointSet {

@@ -14,16 +14,19 @@
 namespace cgn::etcd::itest {
 
 // One etcd for the tests that neither restart nor compact it; each test uses
-// its own key prefix. Started on first use, killed at exit.
+// its own key prefix. Started on first use; stopped, and its tmpfs data dir
+// removed, when the test binary exits (static destruction).
 inline cgn::testing::EtcdServer& shared_etcd() {
-  static cgn::testing::EtcdServer* server = [] {
-    auto* s = new cgn::testing::EtcdServer();
-    if (!s->start()) {
-      ADD_FAILURE() << "etcd did not start:\n" << s->log();
+  static cgn::testing::EtcdServer server;
+  static const bool started = [] {
+    bool ok = server.start();
+    if (!ok) {
+      ADD_FAILURE() << "etcd did not start:\n" << server.log();
     }
-    return s;
+    return ok;
   }();
-  return *server;
+  (void)started;
+  return server;
 }
 
 inline std::shared_ptr<EtcdClient> make_client(

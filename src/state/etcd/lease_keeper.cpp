@@ -179,8 +179,9 @@ bool LeaseKeeper::run_stream(size_t endpoint) {
     eps.observe(false,
                 map_grpc_error(st.error_code(), st.error_message(), "LeaseKeepAlive", ep.target).message);
   } else if (st.error_code() == grpc::StatusCode::NOT_FOUND) {
-    int64_t id = lease_id();
-    lost(id, "not found: " + st.error_message());
+    if (int64_t id = lease_id(); id != 0) {
+      lost(id, "not found: " + st.error_message());
+    }
   }
   log_->debug("etcd keep-alive stream at {} ended ({}: {}); retrying", ep.target, why, st.error_message());
   return false;

@@ -1,17 +1,25 @@
 #include "state/etcd/watcher.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "state/etcd/etcd_endpoints.h"
 
 namespace cgn::etcd {
 
+namespace {
+// revision + 1 without overflow (a broken server could send INT64_MAX).
+int64_t after(int64_t revision) {
+  return revision < std::numeric_limits<int64_t>::max() ? revision + 1 : revision;
+}
+}  // namespace
+
 void WatchCursor::on_created(int64_t header_revision) {
   if (next_ == 0) {
     // A "now" watch is pinned to the revision it was created at, so a
     // reconnect before the first event still misses nothing.
-    next_ = header_revision + 1;
+    next_ = std::max<int64_t>(after(header_revision), 0);
   }
 }
 
@@ -30,7 +38,7 @@ std::vector<WatchEvent> WatchCursor::accept(std::vector<WatchEvent> events) {
     if (e.kv.mod_revision < floor) {
       continue;
     }
-    next_ = std::max(next_, e.kv.mod_revision + 1);
+    next_ = std::max(next_, after(e.kv.mod_revision));
     out.push_back(std::move(e));
   }
   return out;
@@ -165,18 +173,10 @@ bool Watcher::run_stream(size_t endpoint) {
       } else if (resp.events_size() == 0) {
         cursor_.on_progress(resp.header().revision());
       } else {
-        std::vector<WatchEvent> events;
-        events.reserve(static_cast<size_t>(resp.events_size()));
-        for (const auto& ev : resp.events()) {
-          WatchEvent e;
-          e.type = ev.type() == mvccpb::Event::DELETE ? WatchEvent::Type::kDelete : WatchEvent::Type::kPut;
-          e.kv = from_proto(ev.kv());
-          events.push_back(std::move(e));
-        }
         WatchUpdate up;
         up.kind = WatchUpdate::Kind::kEvents;
         up.revision = resp.header().revision();
-        up.events = cursor_.accept(std::move(events));
+        up.events = cursor_.accept(events_from_proto(resp));
         if (!up.events.empty()) {
           next_revision_.store(cursor_.next_revision(), std::memory_order_release);
           callback_(up);
