@@ -499,8 +499,12 @@ EtcdResult<LeaseGrant> EtcdClient::lease_grant(int64_t ttl_seconds, Timeout time
   etcdserverpb::LeaseGrantRequest req;
   req.set_ttl(ttl_seconds);
   etcdserverpb::LeaseGrantResponse resp;
-  auto st = endpoints_->call("LeaseGrant", effective(timeout), false,
-                             [&](auto& ep, auto& ctx) { return ep.lease->LeaseGrant(&ctx, req, &resp); });
+  // Safe to fail over: a grant whose answer was lost leaves an unused lease
+  // that simply expires.
+  auto st = endpoints_->call("LeaseGrant", effective(timeout), true, [&](auto& ep, auto& ctx) {
+    resp.Clear();
+    return ep.lease->LeaseGrant(&ctx, req, &resp);
+  });
   if (!st) {
     return st.error();
   }
@@ -514,7 +518,8 @@ EtcdStatus EtcdClient::lease_revoke(int64_t lease_id, Timeout timeout) {
   etcdserverpb::LeaseRevokeRequest req;
   req.set_id(lease_id);
   etcdserverpb::LeaseRevokeResponse resp;
-  return endpoints_->call("LeaseRevoke", effective(timeout), false,
+  // Idempotent, so it fails over like a read.
+  return endpoints_->call("LeaseRevoke", effective(timeout), true,
                           [&](auto& ep, auto& ctx) { return ep.lease->LeaseRevoke(&ctx, req, &resp); });
 }
 

@@ -42,10 +42,11 @@ struct EtcdClientOptions {
 // create(); Watcher, LeaseKeeper and PrefixMirror share ownership of it.
 //
 // Fail-over: calls start at the current endpoint. Reads (range, status,
-// lease_time_to_live) move to the next endpoint on UNAVAILABLE within the same
-// deadline. Writes are not retried (a lost answer could hide an applied
-// write); they fail with kUnavailable and the next call starts at the next
-// endpoint.
+// lease_time_to_live) and the lease calls that are safe to repeat
+// (lease_grant, lease_revoke) move to the next endpoint on UNAVAILABLE within
+// the same deadline. KV writes (put, del, txn, compact) are not retried (a
+// lost answer could hide an applied write); they fail with kUnavailable and
+// the next call starts at the next endpoint.
 //
 // A down etcd makes calls fail fast with kUnavailable (gRPC does not wait for
 // a connection) and, at worst, with kDeadlineExceeded at the call's deadline.

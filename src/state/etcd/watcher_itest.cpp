@@ -10,6 +10,7 @@
 
 #include "state/etcd/etcd_client.h"
 #include "state/etcd/itest_util.h"
+#include "state/etcd/lease_keeper.h"
 #include "state/etcd/prefix_mirror.h"
 #include "state/etcd/watcher.h"
 #include "testing/etcd_server.h"
@@ -87,6 +88,26 @@ TEST(Watcher, delivers_puts_and_deletes_in_order_with_revisions) {
   EXPECT_EQ(got[20].kv.key, p + "3");
   EXPECT_EQ(got[20].kv.mod_revision, revs[20]);
   EXPECT_EQ(w->next_revision(), txn_rev + 1);
+}
+
+TEST(Watcher, moves_to_the_next_endpoint_when_the_first_is_down) {
+  // Endpoint 1 refuses connections; the watch and a lease keeper must still
+  // work through endpoint 2.
+  EtcdClientOptions o;
+  o.endpoints = {"127.0.0.1:" + std::to_string(cgn::testing::free_port()), shared_etcd().endpoint()};
+  auto client = EtcdClient::create(o).value();
+  auto writer = make_client(shared_etcd().endpoint());
+  const std::string p = test_prefix();
+  const int64_t from = writer->get(p)->revision + 1;
+  Recorder rec;
+  auto w = Watcher::prefix(client, p, from, rec.callback());
+  ASSERT_TRUE(wait_until([&] { return w->connected(); }, 10s));
+  ASSERT_TRUE(writer->put(p + "a", "1").ok());
+  ASSERT_TRUE(wait_until([&] { return rec.size() == 1; }, 10s));
+
+  auto keeper = LeaseKeeper::start(client, LeaseKeeperOptions{.ttl_seconds = 2});
+  ASSERT_TRUE(keeper.ok()) << keeper.error().message;
+  EXPECT_TRUE(wait_until([&] { return (*keeper)->keepalives_acked() >= 2; }, 10s));
 }
 
 // Waits until `client` reaches etcd again (reads are safe to retry).
