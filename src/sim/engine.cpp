@@ -218,6 +218,7 @@ void Engine::process_timers(Nanos t) {
     r.pull = PullState::kDone;
     r.num_computed = std::min<uint32_t>(r.pull_target_tokens, static_cast<uint32_t>(r.tokens.size()) - 1);
     r.transferred_tokens = r.num_computed > r.cached_tokens ? r.num_computed - r.cached_tokens : 0;
+    register_full_blocks(r);  // vLLM caches the loaded blocks like computed ones
     ++stats_.kv_pulls_ok;
     --num_pulling_;
     r.state = ReqState::kWaiting;
@@ -251,6 +252,14 @@ bool Engine::ensure_blocks(Req& r, uint64_t total_tokens) {
     return true;
   }
   return pool_.allocate(static_cast<uint32_t>(need_total - r.blocks.size()), r.blocks);
+}
+
+void Engine::drop_blocks(Req& r) {
+  register_full_blocks(r);
+  pool_.release(r.blocks);
+  r.blocks.clear();
+  r.registered_blocks = 0;
+  r.num_computed = 0;
 }
 
 void Engine::preempt(Req& r) {
@@ -428,15 +437,34 @@ void Engine::start_step(Nanos t) {
     budget -= new_tokens;
   }
 
-  // 2. Waiting requests, FCFS, while seats, budget and blocks allow.
-  if (!preempted) {
+  // 2. Waiting requests, FCFS, while seats, budget and blocks allow (vLLM
+  // admits none in a step that preempted, unless the step would be empty).
+  if (!preempted || step_.empty()) {
+    bool retried = false;
     while (!waiting_.empty() && running_.size() < m.max_num_seqs && budget > 0) {
       Req* r = waiting_.front();
       waiting_.pop_front();
-      if (!try_schedule_waiting(*r, budget, t)) {
-        waiting_.push_front(r);
-        break;
+      if (try_schedule_waiting(*r, budget, t)) {
+        continue;
       }
+      waiting_.push_front(r);
+      if (running_.empty() && step_.empty() && !retried) {
+        // Nothing running will ever free blocks: waiting requests that hold
+        // KV (pulled or partially recomputed) give it back to the prefix
+        // cache, so the queue cannot deadlock on its own reservations.
+        retried = true;
+        bool freed = false;
+        for (Req* w : waiting_) {
+          if (!w->blocks.empty()) {
+            drop_blocks(*w);
+            freed = true;
+          }
+        }
+        if (freed) {
+          continue;
+        }
+      }
+      break;
     }
   }
 

@@ -229,6 +229,7 @@ class Engine {
   void complete_step();
   bool ensure_blocks(Req& r, uint64_t total_tokens);
   void preempt(Req& r);
+  void drop_blocks(Req& r);
   void register_full_blocks(Req& r);
   bool try_schedule_waiting(Req& r, uint32_t& budget, Nanos t);
   void start_pull(Req& r, Nanos t);
