@@ -300,23 +300,42 @@ struct Field {
   bool present_non_null() const { return present && !value.is_null(); }
 };
 
+// A field's JSON path, base[index]suffix (no [index] when index is kNone),
+// formatted only when an error names it: the happy path never allocates one.
+struct Path {
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  std::string_view base;
+  size_t index = kNone;
+  std::string_view suffix;
+
+  std::string str() const {
+    std::string out(base);
+    if (index != kNone) {
+      fmt::format_to(std::back_inserter(out), "[{}]", index);
+    }
+    out.append(suffix);
+    return out;
+  }
+  Path with_suffix(std::string_view s) const { return Path{base, index, s}; }
+};
+
 // Optional string field: absent and null read as empty.
-Result<std::string_view, RequestError> optional_string(const Field& f, const std::string& path) {
+Result<std::string_view, RequestError> optional_string(const Field& f, const Path& path) {
   if (!f.present_non_null()) {
     return std::string_view{};
   }
   if (!f.value.is_string()) {
-    return wrong_type(path, "a string", f.value);
+    return wrong_type(path.str(), "a string", f.value);
   }
   return as_string(f.value);
 }
 
-Result<bool, RequestError> optional_bool(const Field& f, const std::string& path) {
+Result<bool, RequestError> optional_bool(const Field& f, const Path& path) {
   if (!f.present_non_null()) {
     return false;
   }
   if (!f.value.is_bool()) {
-    return wrong_type(path, "a boolean", f.value);
+    return wrong_type(path.str(), "a boolean", f.value);
   }
   return f.value.get_bool().value_unsafe();
 }
@@ -381,21 +400,22 @@ ParseStatus visit_tool_call(dom::element call, const std::string& path, bool wra
 // Calls emit(name, arguments) for each tool call of a message, in index
 // (array) order; the legacy function_call is used only without tool_calls.
 template <class Emit>
-ParseStatus visit_tool_calls(const Field& tool_calls, const Field& function_call, const std::string& path,
+ParseStatus visit_tool_calls(const Field& tool_calls, const Field& function_call, const Path& message,
                              const RequestLimits& limits, Emit&& emit) {
   std::string scratch;
   bool any = false;
   if (tool_calls.present_non_null()) {
     if (!tool_calls.value.is_array()) {
-      return wrong_type(path + ".tool_calls", "an array", tool_calls.value);
+      return wrong_type(message.str() + ".tool_calls", "an array", tool_calls.value);
     }
     size_t j = 0;
     for (dom::element call : as_array(tool_calls.value)) {
       if (j >= limits.max_tool_calls) {
-        return fail(RequestError::kTooManyItems,
-                    fmt::format("'{}.tool_calls' has more than {} entries", path, limits.max_tool_calls));
+        return fail(RequestError::kTooManyItems, fmt::format("'{}.tool_calls' has more than {} entries",
+                                                             message.str(), limits.max_tool_calls));
       }
-      auto st = visit_tool_call(call, fmt::format("{}.tool_calls[{}]", path, j), true, scratch, emit);
+      auto st =
+          visit_tool_call(call, fmt::format("{}.tool_calls[{}]", message.str(), j), true, scratch, emit);
       if (!st) {
         return st;
       }
@@ -404,7 +424,7 @@ ParseStatus visit_tool_calls(const Field& tool_calls, const Field& function_call
     }
   }
   if (!any && function_call.present_non_null()) {
-    return visit_tool_call(function_call.value, path + ".function_call", false, scratch, emit);
+    return visit_tool_call(function_call.value, message.str() + ".function_call", false, scratch, emit);
   }
   return Ok{};
 }
@@ -414,7 +434,7 @@ bool is_text_part_type(std::string_view type) {
 }
 
 // Appends the text of `content` (string, array of parts, or null).
-ParseStatus append_content_text(const Field& content, const std::string& path, const RequestLimits& limits,
+ParseStatus append_content_text(const Field& content, const Path& path, const RequestLimits& limits,
                                 std::string& out) {
   if (!content.present_non_null()) {
     return Ok{};
@@ -424,13 +444,13 @@ ParseStatus append_content_text(const Field& content, const std::string& path, c
     return Ok{};
   }
   if (!content.value.is_array()) {
-    return wrong_type(path, "a string, an array of content parts or null", content.value);
+    return wrong_type(path.str(), "a string, an array of content parts or null", content.value);
   }
   size_t j = 0;
   for (dom::element part : as_array(content.value)) {
     if (j >= limits.max_content_parts) {
       return fail(RequestError::kTooManyItems,
-                  fmt::format("'{}' has more than {} content parts", path, limits.max_content_parts));
+                  fmt::format("'{}' has more than {} content parts", path.str(), limits.max_content_parts));
     }
     if (part.is_string()) {
       out.append(as_string(part));
@@ -447,7 +467,7 @@ ParseStatus append_content_text(const Field& content, const std::string& path, c
       std::string_view type_str;
       if (type.present_non_null()) {
         if (!type.value.is_string()) {
-          return wrong_type(fmt::format("{}[{}].type", path, j), "a string", type.value);
+          return wrong_type(fmt::format("{}[{}].type", path.str(), j), "a string", type.value);
         }
         type_str = as_string(type.value);
       }
@@ -456,15 +476,15 @@ ParseStatus append_content_text(const Field& content, const std::string& path, c
       const bool is_text = type.present_non_null() ? is_text_part_type(type_str) : text.present_non_null();
       if (is_text) {
         if (!text.present_non_null()) {
-          return fail(RequestError::kMissingField, fmt::format("'{}[{}].text' is required", path, j));
+          return fail(RequestError::kMissingField, fmt::format("'{}[{}].text' is required", path.str(), j));
         }
         if (!text.value.is_string()) {
-          return wrong_type(fmt::format("{}[{}].text", path, j), "a string", text.value);
+          return wrong_type(fmt::format("{}[{}].text", path.str(), j), "a string", text.value);
         }
         out.append(as_string(text.value));
       }
     } else {
-      return wrong_type(fmt::format("{}[{}]", path, j), "an object", part);
+      return wrong_type(fmt::format("{}[{}]", path.str(), j), "an object", part);
     }
     ++j;
   }
@@ -473,9 +493,9 @@ ParseStatus append_content_text(const Field& content, const std::string& path, c
 
 ParseStatus append_chat_message(dom::element msg, size_t index, const RequestLimits& limits,
                                 std::string& out) {
-  const std::string path = fmt::format("messages[{}]", index);
+  const Path path{"messages", index, ""};
   if (!msg.is_object()) {
-    return wrong_type(path, "an object", msg);
+    return wrong_type(path.str(), "an object", msg);
   }
   Field role;
   Field content;
@@ -500,21 +520,21 @@ ParseStatus append_chat_message(dom::element msg, size_t index, const RequestLim
     }
   }
   if (!role.present_non_null()) {
-    return fail(RequestError::kMissingField, fmt::format("'{}.role' is required", path));
+    return fail(RequestError::kMissingField, fmt::format("'{}.role' is required", path.str()));
   }
   if (!role.value.is_string()) {
-    return wrong_type(path + ".role", "a string", role.value);
+    return wrong_type(path.str() + ".role", "a string", role.value);
   }
-  auto name_sv = optional_string(name, path + ".name");
+  auto name_sv = optional_string(name, path.with_suffix(".name"));
   if (!name_sv) {
     return name_sv.error();
   }
-  auto id_sv = optional_string(tool_call_id, path + ".tool_call_id");
+  auto id_sv = optional_string(tool_call_id, path.with_suffix(".tool_call_id"));
   if (!id_sv) {
     return id_sv.error();
   }
   begin_message(out, as_string(role.value), *name_sv, *id_sv);
-  auto st = append_content_text(content, path + ".content", limits, out);
+  auto st = append_content_text(content, path.with_suffix(".content"), limits, out);
   if (!st) {
     return st;
   }
@@ -752,7 +772,7 @@ Result<ParsedRequest, RequestError> parse_openai_request(Endpoint endpoint, std:
   }
 
   if (endpoint != Endpoint::kEmbeddings) {
-    auto s = optional_bool(stream, "stream");
+    auto s = optional_bool(stream, Path{"stream"});
     if (!s) {
       return s.error();
     }
@@ -767,7 +787,7 @@ Result<ParsedRequest, RequestError> parse_openai_request(Endpoint endpoint, std:
           include_usage.set(kv.value);
         }
       }
-      auto iu = optional_bool(include_usage, "stream_options.include_usage");
+      auto iu = optional_bool(include_usage, Path{"stream_options.include_usage"});
       if (!iu) {
         return iu.error();
       }
@@ -789,11 +809,11 @@ Result<ParsedRequest, RequestError> parse_openai_request(Endpoint endpoint, std:
     }
   }
 
-  auto session = optional_string(prompt_cache_key, "prompt_cache_key");
+  auto session = optional_string(prompt_cache_key, Path{"prompt_cache_key"});
   if (!session) {
     return session.error();
   }
-  auto user_sv = optional_string(user, "user");
+  auto user_sv = optional_string(user, Path{"user"});
   if (!user_sv) {
     return user_sv.error();
   }
@@ -935,11 +955,11 @@ Result<AssistantReply, RequestError> parse_chat_completion_reply(std::string_vie
     }
   }
   AssistantReply reply;
-  auto st = append_content_text(content, "choices[0].message.content", limits, reply.content);
+  auto st = append_content_text(content, Path{"choices[0].message.content"}, limits, reply.content);
   if (!st) {
     return st.error();
   }
-  st = visit_tool_calls(tool_calls, function_call, "choices[0].message", limits,
+  st = visit_tool_calls(tool_calls, function_call, Path{"choices[0].message"}, limits,
                         [&reply](std::string_view n, std::string_view a) {
                           reply.tool_calls.push_back(ToolCall{std::string(n), std::string(a)});
                         });

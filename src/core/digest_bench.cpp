@@ -135,6 +135,29 @@ void BM_ParseAndDigestChat(benchmark::State& state) {
 }
 BENCHMARK(BM_ParseAndDigestChat)->Arg(1 << 10)->Arg(16 << 10)->Arg(128 << 10);
 
+// Many short messages: the per-message overhead of the parser.
+void BM_ParseChatManyMessages(benchmark::State& state) {
+  std::string body = R"({"model":"bench-model","messages":[)";
+  for (int64_t i = 0; i < state.range(0); ++i) {
+    body += i == 0 ? "" : ",";
+    body += R"({"role":")";
+    body += i % 2 == 0 ? "user" : "assistant";
+    body += R"(","content":"message number )" + std::to_string(i) + R"( with a few words of text"})";
+  }
+  body += "]}";
+  for (auto _ : state) {
+    auto parsed = cgn::parse_openai_request(cgn::Endpoint::kChat, body);
+    if (!parsed) {
+      state.SkipWithError(parsed.error().message.c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(parsed->canonical_prompt.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(body.size()));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
+}
+BENCHMARK(BM_ParseChatManyMessages)->Arg(16)->Arg(256);
+
 // Names the BLAKE3 SIMD level in the run's context header.
 const bool kSimdContext = [] {
   benchmark::AddCustomContext("blake3_simd", cgn::blake3_simd_level());
