@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 namespace cgn::config {
 namespace {
@@ -262,15 +262,15 @@ Result<CognitoraConfig, ConfigError> load_config_from_string(std::string_view te
 Result<CognitoraConfig, ConfigError> load_config(const std::string& path, const EnvLookup& env) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return make_error(ConfigError::io,
-                      fmt::format("{}: cannot open config file: {}", path, std::strerror(errno)));
+    return make_error(ConfigError::io, fmt::format("{}: cannot open config file: {}", path,
+                                                   std::generic_category().message(errno)));
   }
   // Read one byte past the limit so an oversized file is reported, not truncated.
   std::string text(kMaxConfigBytes + 1, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) {
-    return make_error(ConfigError::io,
-                      fmt::format("{}: cannot read config file: {}", path, std::strerror(errno)));
+    return make_error(ConfigError::io, fmt::format("{}: cannot read config file: {}", path,
+                                                   std::generic_category().message(errno)));
   }
   text.resize(static_cast<size_t>(in.gcount()));
   return load_config_from_string(text, path, env);

@@ -36,7 +36,8 @@ std::string_view to_string(ConfigError e) {
 
 EnvLookup process_env() {
   return [](std::string_view name) -> std::optional<std::string> {
-    const char* v = std::getenv(std::string(name).c_str());
+    // Read once at load, before any thread could call setenv (Cognitora never does).
+    const char* v = std::getenv(std::string(name).c_str());  // NOLINT(concurrency-mt-unsafe)
     if (v == nullptr) {
       return std::nullopt;
     }

@@ -427,9 +427,9 @@ TEST(Config, MissingSecretVariableIsAnErrorNamingIt) {
 }
 
 TEST(Config, ProcessEnvironmentIsTheDefaultLookup) {
-  ::setenv("CGN_T_PROCESS_KEYS", "pk", 1);
+  ::setenv("CGN_T_PROCESS_KEYS", "pk", 1);  // NOLINT(concurrency-mt-unsafe): no other thread runs here
   auto r = load_config_from_string("[router]\napi_keys_env = \"CGN_T_PROCESS_KEYS\"\n", "x.toml");
-  ::unsetenv("CGN_T_PROCESS_KEYS");
+  ::unsetenv("CGN_T_PROCESS_KEYS");  // NOLINT(concurrency-mt-unsafe)
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->router.api_keys.reveal(), "pk");
 }

@@ -105,6 +105,7 @@ TEST(Log, StateChangeLoggerReportsEachChangeOnceAcrossThreads) {
   std::latch start(kThreads);
   std::atomic<int> reported{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
       start.arrive_and_wait();

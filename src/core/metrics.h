@@ -200,7 +200,7 @@ class Registry {
   template <class H, class C>
   friend class Family;
   struct Entry {
-    Type type;
+    Type type = Type::counter;
     std::unique_ptr<CounterFamily> counter;
     std::unique_ptr<GaugeFamily> gauge;
     std::unique_ptr<HistogramFamily> histogram;
