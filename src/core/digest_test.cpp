@@ -133,9 +133,32 @@ TEST(Blake3, derive_key_matches_b3sum_derive_key_on_official_inputs) {
   }
 }
 
-TEST(Blake3, simd_level_names_a_dispatch_target) {
+// The reported level agrees with the CPU flags the kernel lists, in
+// blake3_dispatch.c's order (AVX-512 needs both F and VL).
+TEST(Blake3, simd_level_follows_the_cpu_flags_in_dispatch_order) {
   const std::set<std::string> known = {"avx512", "avx2", "sse41", "sse2", "neon", "portable"};
-  EXPECT_TRUE(known.count(blake3_simd_level())) << blake3_simd_level();
+  const std::string level = blake3_simd_level();
+  EXPECT_TRUE(known.count(level)) << level;
+#if defined(__x86_64__)
+  const std::string cpuinfo = testing::read_file("/proc/cpuinfo");
+  const size_t flags_at = cpuinfo.find("\nflags");
+  ASSERT_NE(flags_at, std::string::npos);
+  std::set<std::string> flags;
+  std::istringstream line(cpuinfo.substr(cpuinfo.find(':', flags_at) + 1,
+                                         cpuinfo.find('\n', flags_at + 1) - cpuinfo.find(':', flags_at) - 1));
+  for (std::string f; line >> f;) {
+    flags.insert(f);
+  }
+  std::string expected = "sse2";
+  if (flags.count("avx512f") && flags.count("avx512vl")) {
+    expected = "avx512";
+  } else if (flags.count("avx2")) {
+    expected = "avx2";
+  } else if (flags.count("sse4_1")) {
+    expected = "sse41";
+  }
+  EXPECT_EQ(level, expected);
+#endif
 }
 
 TEST(Digest, block_bytes_must_be_a_multiple_of_64_in_64_to_1024) {
