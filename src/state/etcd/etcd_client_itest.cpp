@@ -154,7 +154,11 @@ TEST(EtcdClient, keepalive_keeps_key_beyond_ttl_and_key_vanishes_after_stop) {
   ASSERT_EQ(still->kvs.size(), 1u);
   EXPECT_EQ(still->kvs[0].lease, lease);
 
+  EXPECT_LT((*keeper)->since_last_ack(), 10s);
+
   (*keeper)->stop();
+  // With renewals stopped, the age of the last confirmation passes the TTL.
+  EXPECT_TRUE(cgn::testing::wait_until([&] { return (*keeper)->since_last_ack() > 2s; }, 10s));
   EXPECT_TRUE(cgn::testing::wait_until([&] { return client->get(k)->kvs.empty(); }, 10s, 50ms))
       << "key outlived its lease";
   auto ttl = client->lease_time_to_live(lease);

@@ -7,6 +7,14 @@
 
 namespace cgn::etcd {
 
+namespace {
+int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
 EtcdResult<std::unique_ptr<LeaseKeeper>> LeaseKeeper::start(std::shared_ptr<EtcdClient> client,
                                                             LeaseKeeperOptions options) {
   auto grant = client->lease_grant(options.ttl_seconds);
@@ -20,11 +28,17 @@ LeaseKeeper::LeaseKeeper(std::shared_ptr<EtcdClient> client, LeaseKeeperOptions 
     : client_(std::move(client)), options_(std::move(options)), log_(log::get("state.etcd")) {
   lease_id_ = grant.id;
   ttl_seconds_.store(grant.ttl_seconds, std::memory_order_release);
+  last_ack_ns_.store(steady_now_ns(), std::memory_order_release);
   thread_ = std::thread([this] { run(); });
 }
 
 LeaseKeeper::~LeaseKeeper() {
   stop();
+}
+
+std::chrono::milliseconds LeaseKeeper::since_last_ack() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::nanoseconds(steady_now_ns() - last_ack_ns_.load(std::memory_order_acquire)));
 }
 
 int64_t LeaseKeeper::lease_id() const {
@@ -56,6 +70,7 @@ EtcdResult<int64_t> LeaseKeeper::regrant() {
     lease_id_ = grant->id;
   }
   ttl_seconds_.store(grant->ttl_seconds, std::memory_order_release);
+  last_ack_ns_.store(steady_now_ns(), std::memory_order_release);
   cv_.notify_all();
   log_->info("etcd lease granted again: id={:x} ttl={}s", grant->id, grant->ttl_seconds);
   return grant->id;
@@ -156,6 +171,7 @@ bool LeaseKeeper::run_stream(size_t endpoint) {
       continue;  // waits below only if nothing was regranted from on_lost
     }
     acked_.fetch_add(1, std::memory_order_acq_rel);
+    last_ack_ns_.store(steady_now_ns(), std::memory_order_release);
     ttl_seconds_.store(resp.ttl(), std::memory_order_release);
     eps.observe(true, "");
     // etcd's Go client renews at TTL/3: two more tries before expiry.

@@ -60,6 +60,10 @@ class LeaseKeeper {
 
   // Keep-alive answers with TTL > 0 received so far.
   uint64_t keepalives_acked() const { return acked_.load(std::memory_order_acquire); }
+  // Time since etcd last confirmed the lease (the grant counts). Past the TTL
+  // while etcd is unreachable, the lease may be gone: the owner can treat its
+  // keys as at risk before the keeper can learn the truth from etcd.
+  std::chrono::milliseconds since_last_ack() const;
 
  private:
   LeaseKeeper(std::shared_ptr<EtcdClient> client, LeaseKeeperOptions options, LeaseGrant grant);
@@ -80,6 +84,7 @@ class LeaseKeeper {
 
   std::atomic<int64_t> ttl_seconds_{0};
   std::atomic<uint64_t> acked_{0};
+  std::atomic<int64_t> last_ack_ns_{0};  // steady_clock, since epoch
   std::thread thread_;
 };
 
