@@ -493,7 +493,7 @@ void Engine::start_step(Nanos t) {
 
   if (config_.on_step) {
     config_.on_step(StepInfo{t, step_end_, static_cast<uint32_t>(step_.size()),
-                             static_cast<uint32_t>(prefill_tokens), decode_seqs});
+                             static_cast<uint32_t>(prefill_tokens), decode_seqs, decode_ctx});
   }
   ++stats_.steps;
   stats_.busy_seqs_sum += step_.size();

@@ -57,6 +57,7 @@ struct StepInfo {
   uint32_t num_seqs = 0;
   uint32_t prefill_tokens = 0;
   uint32_t decode_seqs = 0;
+  uint64_t decode_context_tokens = 0;  // sum of the decode seqs' contexts
 };
 
 struct EngineConfig {

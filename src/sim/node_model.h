@@ -31,10 +31,10 @@ struct NodeModel {
   uint32_t max_num_batched_tokens = 8192;  // token budget per step (chunked prefill)
   uint32_t max_model_len = 131'072;        // prompt + completion tokens
   // Step-time coefficients, in nanoseconds.
-  double step_overhead_ns = 6.0e6;                // weights read once per step + launch/sampling
-  double prefill_ns_per_token = 65'000.0;         // linear (GEMM) cost of one prefill token
-  double prefill_attention_ns_per_pair = 0.0015;  // attention of one prefill token over one context token
-  double decode_ns_per_seq = 60'000.0;            // linear cost of one decode token
+  double step_overhead_ns = 6.0e6;             // weights read once per step + launch/sampling
+  double prefill_ns_per_token = 65'000.0;      // linear (GEMM) cost of one prefill token
+  double prefill_attention_ns_per_pair = 1.5;  // causal attention of one prefill token over one earlier token
+  double decode_ns_per_seq = 60'000.0;         // linear cost of one decode token
   double decode_attention_ns_per_context_token = 50.0;  // KV read per context token per decode step
   // P/D: the decode side pulls KV instead of prefilling it.
   double kv_transfer_fixed_ns = 2.0e6;        // handshake + first-byte latency of one pull
