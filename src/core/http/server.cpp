@@ -154,7 +154,10 @@ class ServerConnection final : public Exchange,
   // Shutdown step 2 (grace period over): cancel the handler and close.
   void hard_abort() {
     client_open_ = false;
-    cancel_->emit(asio::cancellation_type::terminal);
+    if (in_handler_) {
+      // Only while the handler runs: then the coroutine is alive and awaiting.
+      cancel_->emit(asio::cancellation_type::terminal);
+    }
     close_now();
   }
 
@@ -686,6 +689,10 @@ Server::Server(ServerConfig config, RouteTable routes) : impl_(std::make_unique<
 
 Server::~Server() {
   stop(milliseconds(0));
+  // Connections still parked in a context are destroyed with it and report to
+  // Impl (mutex, counters): tear the contexts down while Impl is whole.
+  impl_->acceptor.reset();
+  impl_->workers.clear();
 }
 
 size_t Server::worker_count() const {

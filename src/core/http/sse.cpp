@@ -1,6 +1,7 @@
 #include "core/http/sse.h"
 
 #include <charconv>
+#include <cstring>
 #include <utility>
 
 namespace cgn::http {
@@ -16,6 +17,24 @@ const char* to_string(SseError e) {
   }
   return "unknown";
 }
+
+namespace {
+
+// First CR or LF at or after `from`, npos if none. Two vectorised memchr passes
+// instead of find_first_of, which tests every byte against the set: engines
+// send LF-only streams, so the CR pass is bounded by the line.
+size_t find_line_end(std::string_view s, size_t from) {
+  const char* base = s.data();
+  const char* end = base + s.size();
+  const char* lf = static_cast<const char*>(std::memchr(base + from, '\n', s.size() - from));
+  const char* limit = lf ? lf : end;
+  const char* cr =
+      static_cast<const char*>(std::memchr(base + from, '\r', static_cast<size_t>(limit - (base + from))));
+  const char* hit = cr ? cr : lf;
+  return hit ? static_cast<size_t>(hit - base) : std::string_view::npos;
+}
+
+}  // namespace
 
 Status<SseError> SseParser::fail(SseError e, std::string msg) {
   failed_ = Error<SseError>{e, std::move(msg)};
@@ -38,7 +57,7 @@ Status<SseError> SseParser::feed(std::string_view bytes) {
   }
   const size_t n = bytes.size();
   while (i < n) {
-    const size_t pos = bytes.find_first_of("\r\n", i);
+    const size_t pos = find_line_end(bytes, i);
     if (pos == std::string_view::npos) {
       if (partial_.size() + (n - i) > limits_.max_line_bytes) {
         return fail(SseError::line_too_large,
@@ -172,7 +191,7 @@ void append_single_line(std::string& out, std::string_view v) {
 void append_sse_data(std::string& out, std::string_view data) {
   size_t i = 0;
   while (true) {
-    const size_t pos = data.find_first_of("\r\n", i);
+    const size_t pos = find_line_end(data, i);
     out.append("data: ");
     if (pos == std::string_view::npos) {
       out.append(data.substr(i));
