@@ -83,6 +83,15 @@ asio::awaitable<void> echo(Exchange& ex) {
   (void)co_await ex.respond(make_response(200, ex.request().body(), "text/plain"));
 }
 
+asio::awaitable<void> sse_two(Exchange& ex) {
+  (void)co_await ex.begin_sse();
+  SseEvent e;
+  e.data = "a";
+  (void)co_await ex.write_event(e);
+  e.data = "[DONE]";
+  (void)co_await ex.write_event(e);
+}
+
 RouteTable basic_routes() {
   RouteTable rt;
   rt.get("/ping", ping);
@@ -572,6 +581,115 @@ TEST(HttpServer, pipelined_requests_are_answered_in_order) {
   EXPECT_LT(b, p);
 }
 
+asio::awaitable<void> no_answer(Exchange&) {
+  co_return;
+}
+
+TEST(HttpServer, handler_that_does_not_answer_gets_500) {
+  RouteTable rt;
+  rt.get("/silent", no_answer);
+  TestServer s(std::move(rt));
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  auto r = run_on(ctx, client.send(s.upstream(), make_request(Verb::get, "/silent")));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->result_int(), 500u);
+  expect_openai_error(r->body(), 500);
+}
+
+TEST(HttpServer, expect_100_continue_is_answered_before_the_body) {
+  TestServer s(basic_routes());
+  RawConn c(s.port);
+  c.send("POST /echo HTTP/1.1\r\nContent-Length: 4\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n");
+  std::string interim;
+  error_code ec;
+  asio::read_until(c.sock, asio::dynamic_buffer(interim), "\r\n\r\n", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(interim.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << interim;
+  c.send("body");
+  const auto r = split_response(c.read_to_close(ec));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "body");
+}
+
+TEST(HttpServer, incomplete_body_is_cut_by_the_body_timeout) {
+  ServerConfig cfg = fast_config();
+  cfg.timeouts.body = 200ms;
+  TestServer s(basic_routes(), cfg);
+  RawConn c(s.port);
+  c.send("POST /echo HTTP/1.1\r\nContent-Length: 10\r\n\r\nab");  // 8 bytes never come
+  error_code ec;
+  const std::string got = c.read_to_close(ec);
+  EXPECT_EQ(ec, asio::error::eof);  // closed by the server, not our 5 s receive timeout
+  EXPECT_TRUE(got.empty());
+}
+
+TEST(HttpServer, http10_stream_is_delimited_by_close) {
+  RouteTable rt;
+  rt.get("/stream", sse_two);
+  TestServer s(std::move(rt));
+  RawConn c(s.port);
+  c.send("GET /stream HTTP/1.0\r\n\r\n");
+  error_code ec;
+  const auto r = split_response(c.read_to_close(ec));
+  EXPECT_EQ(ec, asio::error::eof);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.head.find("chunked"), std::string::npos) << r.head;
+  EXPECT_EQ(r.body, "data: a\n\ndata: [DONE]\n\n");
+}
+
+asio::awaitable<void> big_body(Exchange& ex) {
+  (void)co_await ex.respond(make_response(200, std::string(10000, 'x'), "text/plain"));
+}
+
+TEST(HttpClient, response_over_the_body_limit_is_too_large) {
+  RouteTable rt;
+  rt.get("/big", big_body);
+  TestServer s(std::move(rt));
+  asio::io_context ctx;
+  ClientConfig cc;
+  cc.max_body_bytes = 1000;
+  HttpClient client(ctx, cc);
+  auto r = run_on(ctx, client.send(s.upstream(), make_request(Verb::get, "/big")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, HttpError::too_large);
+  EXPECT_EQ(client.idle_connections(s.upstream()), 0u);  // an unread body never goes back to the pool
+}
+
+asio::awaitable<HttpResult<int>> count_events_until_error(HttpClient& client, Upstream up, ClientTimeouts t) {
+  auto s = co_await client.stream(up, make_request(Verb::get, "/stream"), t);
+  if (!s) {
+    co_return s.error();
+  }
+  int n = 0;
+  for (;;) {
+    auto ev = co_await s->next_event();
+    if (!ev) {
+      co_return ev.error();
+    }
+    if (!ev->has_value()) {
+      co_return n;
+    }
+    ++n;
+  }
+}
+
+TEST(HttpClient, idle_timeout_when_a_stream_stalls) {
+  auto st = std::make_shared<DisconnectSeen>();
+  RouteTable rt;
+  rt.get("/stream", [st](Exchange& ex) { return stream_until_cancelled(st, ex); });
+  TestServer s(std::move(rt));
+  asio::io_context ctx;
+  ClientConfig cc;
+  cc.timer_resolution = 10ms;
+  HttpClient client(ctx, cc);
+  ClientTimeouts t;
+  t.idle = 200ms;
+  auto r = run_on(ctx, count_events_until_error(client, s.upstream(), t));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, HttpError::timeout) << r.error().message;
+}
+
 // ---------------------------------------------------------------------------
 // CORS on /metrics
 
@@ -730,15 +848,6 @@ struct Cert {
     ok = std::system(cmd.c_str()) == 0;
   }
 };
-
-asio::awaitable<void> sse_two(Exchange& ex) {
-  (void)co_await ex.begin_sse();
-  SseEvent e;
-  e.data = "a";
-  (void)co_await ex.write_event(e);
-  e.data = "[DONE]";
-  (void)co_await ex.write_event(e);
-}
 
 TEST(HttpTls, listener_serves_requests_and_streams_over_tls) {
   Cert cert;
