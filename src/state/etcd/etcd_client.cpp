@@ -175,9 +175,9 @@ void EndpointSet::observe(bool reachable, std::string_view detail) {
     return;
   }
   if (reachable) {
-    log_->info("etcd reachable again");
+    CGN_LOG_INFO(log_, "etcd reachable again");
   } else {
-    log_->warn("etcd unreachable: {}", detail);
+    CGN_LOG_WARN(log_, "etcd unreachable", log::kv("detail", detail));
   }
   if (on_change_) {
     on_change_(reachable);

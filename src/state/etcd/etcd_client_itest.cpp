@@ -16,13 +16,14 @@ namespace cgn::etcd {
 namespace {
 
 using namespace std::chrono_literals;
+using itest::fresh_prefix;
 using itest::make_client;
 using itest::shared_etcd;
 using itest::test_prefix;
 
 TEST(EtcdClient, put_get_delete_and_range_by_prefix) {
   auto client = make_client(shared_etcd().endpoint());
-  const std::string p = test_prefix();
+  const std::string p = fresh_prefix(*client);
   ASSERT_TRUE(client->put(p + "a", "1").ok());
   ASSERT_TRUE(client->put(p + "b", "2").ok());
   ASSERT_TRUE(client->put(p + "c/x", "3").ok());
@@ -66,7 +67,7 @@ TEST(EtcdClient, put_get_delete_and_range_by_prefix) {
 
 TEST(EtcdClient, txn_compare_and_swap) {
   auto client = make_client(shared_etcd().endpoint());
-  const std::string k = test_prefix() + "owner";
+  const std::string k = fresh_prefix(*client) + "owner";
 
   // Create-if-absent succeeds once.
   TxnRequest create;
@@ -107,7 +108,7 @@ TEST(EtcdClient, txn_compare_and_swap) {
 
 TEST(EtcdClient, batch_over_128_ops_is_split_and_unsplit_txn_is_rejected) {
   auto client = make_client(shared_etcd().endpoint());
-  const std::string p = test_prefix();
+  const std::string p = fresh_prefix(*client);
   std::vector<TxnOp> ops;
   for (int i = 0; i < 300; ++i) {
     ops.push_back(TxnOp::put(p + std::to_string(i), "v"));
@@ -140,7 +141,7 @@ TEST(EtcdClient, batch_over_128_ops_is_split_and_unsplit_txn_is_rejected) {
 
 TEST(EtcdClient, keepalive_keeps_key_beyond_ttl_and_key_vanishes_after_stop) {
   auto client = make_client(shared_etcd().endpoint());
-  const std::string k = test_prefix() + "node";
+  const std::string k = fresh_prefix(*client) + "node";
   auto keeper = LeaseKeeper::start(client, LeaseKeeperOptions{.ttl_seconds = 2});
   ASSERT_TRUE(keeper.ok()) << keeper.error().message;
   const int64_t lease = (*keeper)->lease_id();
@@ -168,7 +169,7 @@ TEST(EtcdClient, keepalive_keeps_key_beyond_ttl_and_key_vanishes_after_stop) {
 
 TEST(EtcdClient, revoked_lease_is_reported_lost_and_regranted) {
   auto client = make_client(shared_etcd().endpoint());
-  const std::string k = test_prefix() + "node";
+  const std::string k = fresh_prefix(*client) + "node";
   std::atomic<int64_t> lost_id{0};
   LeaseKeeperOptions o;
   o.ttl_seconds = 5;

@@ -45,4 +45,11 @@ inline std::string test_prefix() {
   return std::string("/cgn-itest/") + info->test_suite_name() + "/" + info->name() + "/";
 }
 
+// test_prefix(), emptied first, so a repeated run (--gtest_repeat) starts clean.
+inline std::string fresh_prefix(EtcdClient& client) {
+  std::string p = test_prefix();
+  EXPECT_TRUE(client.del_prefix(p).ok());
+  return p;
+}
+
 }  // namespace cgn::etcd::itest

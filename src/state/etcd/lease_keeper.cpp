@@ -72,7 +72,8 @@ EtcdResult<int64_t> LeaseKeeper::regrant() {
   ttl_seconds_.store(grant->ttl_seconds, std::memory_order_release);
   last_ack_ns_.store(steady_now_ns(), std::memory_order_release);
   cv_.notify_all();
-  log_->info("etcd lease granted again: id={:x} ttl={}s", grant->id, grant->ttl_seconds);
+  CGN_LOG_INFO(log_, "etcd lease granted again", log::kv("lease", fmt::format("{:x}", grant->id)),
+               log::kv("ttl_s", grant->ttl_seconds));
   return grant->id;
 }
 
@@ -98,7 +99,7 @@ void LeaseKeeper::lost(int64_t id, const std::string& reason) {
     }
     lease_id_ = 0;
   }
-  log_->warn("etcd lease lost: id={:x} ({})", id, reason);
+  CGN_LOG_WARN(log_, "etcd lease lost", log::kv("lease", fmt::format("{:x}", id)), log::kv("reason", reason));
   if (options_.on_lost) {
     options_.on_lost(id, reason);
   }
@@ -199,7 +200,8 @@ bool LeaseKeeper::run_stream(size_t endpoint) {
       lost(id, "not found: " + st.error_message());
     }
   }
-  log_->debug("etcd keep-alive stream at {} ended ({}: {}); retrying", ep.target, why, st.error_message());
+  CGN_LOG_DEBUG(log_, "etcd keep-alive stream ended, retrying", log::kv("endpoint", ep.target),
+                log::kv("why", why), log::kv("status", st.error_message()));
   return false;
 }
 

@@ -170,7 +170,8 @@ void PrefixMirror::run() {
     }
     auto read = client_->get_prefix_paged(prefix_, options_.page_size);
     if (!read) {
-      log_->debug("etcd mirror of {}: load failed ({}); retrying", prefix_, read.error().message);
+      CGN_LOG_DEBUG(log_, "etcd mirror load failed, retrying", log::kv("prefix", prefix_),
+                    log::kv("error", read.error().message));
       std::unique_lock<std::mutex> lock(mu_);
       if (cv_.wait_for(lock, backoff, [this] { return stopping_; })) {
         return;
@@ -201,7 +202,7 @@ void PrefixMirror::run() {
       return;
     }
     resyncs_.fetch_add(1, std::memory_order_acq_rel);
-    log_->info("etcd mirror of {}: re-reading after compaction", prefix_);
+    CGN_LOG_INFO(log_, "etcd mirror re-reading after compaction", log::kv("prefix", prefix_));
   }
 }
 

@@ -151,8 +151,9 @@ bool Watcher::run_stream(size_t endpoint) {
     while (stream->Read(&resp)) {
       if (resp.compact_revision() != 0) {
         // Our next revision is gone: the caller must re-read and start over.
-        log_->warn("etcd watch on {} needs resync: revision {} compacted (oldest kept {})", options_.key,
-                   cursor_.next_revision(), resp.compact_revision());
+        CGN_LOG_WARN(log_, "etcd watch needs resync: its revision was compacted",
+                     log::kv("key", options_.key), log::kv("revision", cursor_.next_revision()),
+                     log::kv("oldest_kept", resp.compact_revision()));
         WatchUpdate up;
         up.kind = WatchUpdate::Kind::kResyncNeeded;
         up.revision = resp.header().revision();
@@ -206,8 +207,9 @@ bool Watcher::run_stream(size_t endpoint) {
       eps.observe(false, map_grpc_error(st.error_code(), st.error_message(), "Watch", ep.target).message);
     }
   }
-  log_->debug("etcd watch on {} at {} broke ({}); resuming from revision {}", options_.key, ep.target, why,
-              cursor_.next_revision());
+  CGN_LOG_DEBUG(log_, "etcd watch stream broke, resuming", log::kv("key", options_.key),
+                log::kv("endpoint", ep.target), log::kv("why", why),
+                log::kv("from_revision", cursor_.next_revision()));
   return false;
 }
 
