@@ -4,7 +4,6 @@
 
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -29,23 +28,43 @@ std::vector<Sample> parse_samples(const std::string& text) {
   std::vector<Sample> out;
   std::istringstream in(text);
   std::string line;
-  static const std::regex kLine(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$)");
-  static const std::regex kLabel(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)")re");
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') {
       continue;
     }
-    std::smatch m;
-    EXPECT_TRUE(std::regex_match(line, m, kLine)) << line;
-    if (m.empty()) {
-      continue;
+    Sample s;
+    size_t i = 0;
+    while (i < line.size() && line[i] != '{' && line[i] != ' ') {
+      s.name += line[i++];
     }
-    Sample s{m[1], {}, m[4]};
-    const std::string labels = m[3];
-    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), kLabel); it != std::sregex_iterator();
-         ++it) {
-      s.labels[(*it)[1]] = (*it)[2];
+    EXPECT_FALSE(s.name.empty()) << line;
+    if (i < line.size() && line[i] == '{') {
+      ++i;
+      while (i < line.size() && line[i] != '}') {
+        std::string key, value;
+        while (i < line.size() && line[i] != '=') {
+          key += line[i++];
+        }
+        i += 2;  // ="
+        while (i < line.size() && line[i] != '"') {
+          if (line[i] == '\\' && i + 1 < line.size()) {
+            ++i;
+          }
+          value += line[i++];
+        }
+        ++i;  // closing quote
+        if (i < line.size() && line[i] == ',') {
+          ++i;
+        }
+        s.labels[key] = value;
+      }
+      ++i;  // }
     }
+    while (i < line.size() && line[i] == ' ') {
+      ++i;
+    }
+    s.value = line.substr(i);
+    EXPECT_FALSE(s.value.empty()) << line;
     out.push_back(std::move(s));
   }
   return out;
