@@ -639,6 +639,30 @@ TEST(HttpServer, http10_stream_is_delimited_by_close) {
   EXPECT_EQ(r.body, "data: a\n\ndata: [DONE]\n\n");
 }
 
+TEST(HttpServer, head_runs_get_and_sends_headers_only) {
+  TestServer s(basic_routes());
+  RawConn c(s.port);
+  c.send("HEAD /ping HTTP/1.1\r\n\r\nGET /ping HTTP/1.1\r\nConnection: close\r\n\r\n");
+  error_code ec;
+  const std::string all = c.read_to_close(ec);
+  const size_t second = all.find("HTTP/1.1 200", 1);
+  ASSERT_EQ(all.rfind("HTTP/1.1 200", 0), 0u) << all;
+  ASSERT_NE(second, std::string::npos) << all;
+  const std::string head_response = all.substr(0, second);
+  EXPECT_NE(head_response.find("Content-Length: 4"), std::string::npos) << head_response;
+  EXPECT_EQ(head_response.find("pong"), std::string::npos);  // no body after HEAD
+  EXPECT_EQ(all.substr(all.size() - 4), "pong");
+}
+
+TEST(HttpServer, unregistered_metrics_path_is_404) {
+  TestServer s(basic_routes());
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  auto r = run_on(ctx, client.send(s.upstream(), make_request(Verb::options, "/metrics")));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->result_int(), 404u);
+}
+
 asio::awaitable<void> big_body(Exchange& ex) {
   (void)co_await ex.respond(make_response(200, std::string(10000, 'x'), "text/plain"));
 }
@@ -696,8 +720,7 @@ TEST(HttpClient, idle_timeout_when_a_stream_stalls) {
 
 TEST(HttpServer, metrics_answers_cors_preflight_and_sets_allow_origin) {
   RouteTable rt;
-  rt.get("/metrics", metrics_handler([] { return std::string("cgn_up 1\n"); }));
-  rt.enable_cors("/metrics");
+  rt.get("/metrics", metrics_handler([] { return std::string("cgn_up 1\n"); }));  // CORS on by default
   TestServer s(std::move(rt));
   asio::io_context ctx;
   HttpClient client(ctx);

@@ -188,7 +188,16 @@ class ServerConnection final : public Exchange,
     res.keep_alive(keep_alive_);
     res.prepare_payload();
     set_deadline_after(timeouts_.write);
-    auto [ec, n] = co_await beast_http::async_write(transport_, res, use_tuple);
+    error_code ec;
+    if (head_) {
+      // HEAD: the GET response's headers (Content-Length included), no body.
+      beast_http::response_serializer<beast_http::string_body> sr{res};
+      auto [e, n] = co_await beast_http::async_write_header(transport_, sr, use_tuple);
+      ec = e;
+    } else {
+      auto [e, n] = co_await beast_http::async_write(transport_, res, use_tuple);
+      ec = e;
+    }
     clear_deadline();
     co_return write_result(ec);
   }
@@ -232,8 +241,8 @@ class ServerConnection final : public Exchange,
     if (!client_open()) {
       co_return http_error(HttpError::closed, "client connection closed");
     }
-    if (bytes.empty()) {
-      co_return Ok{};  // an empty chunk would end the body
+    if (bytes.empty() || head_) {
+      co_return Ok{};  // an empty chunk would end the body; HEAD has none
     }
     set_deadline_after(timeouts_.write);
     error_code ec;
@@ -262,8 +271,8 @@ class ServerConnection final : public Exchange,
     if (!client_open()) {
       co_return http_error(HttpError::closed, "client connection closed");
     }
-    if (!chunked_) {
-      co_return Ok{};  // HTTP/1.0: closing the connection ends the body
+    if (!chunked_ || head_) {
+      co_return Ok{};  // HTTP/1.0: closing the connection ends the body; HEAD has none
     }
     set_deadline_after(timeouts_.write);
     auto [ec, n] = co_await asio::async_write(transport_, asio::buffer("0\r\n\r\n", 5), use_tuple);
@@ -428,6 +437,7 @@ class ServerConnection final : public Exchange,
     keep_alive_ = reader_.keep_alive();
     req_ = reader_.take();
     req_version_ = req_.version() == 10 ? 10 : 11;
+    head_ = req_.method() == Verb::head;
     co_return true;
   }
 
@@ -435,6 +445,7 @@ class ServerConnection final : public Exchange,
     keep_alive_ = false;
     linger_ = true;
     req_version_ = 11;
+    head_ = false;
     cors_ = false;
     response_started_ = false;
     client_open_ = !peer_closed_;
@@ -551,6 +562,7 @@ class ServerConnection final : public Exchange,
   bool stream_open_ = false;
   bool chunked_ = false;
   bool cors_ = false;
+  bool head_ = false;
 };
 
 void log_exception(const log::Logger& log, const char* what, std::exception_ptr e) {
@@ -627,7 +639,12 @@ asio::awaitable<HttpStatus> Exchange::respond_error(const ApiError& e) {
 // RouteTable
 
 void RouteTable::add(Verb method, std::string path, Handler handler) {
-  routes_[std::move(path)].by_method[method] = std::move(handler);
+  Entry& e = routes_[std::move(path)];
+  e.by_method[method] = std::move(handler);
+}
+
+RouteTable::RouteTable() {
+  enable_cors("/metrics");
 }
 
 void RouteTable::enable_cors(std::string path) {
@@ -637,9 +654,11 @@ void RouteTable::enable_cors(std::string path) {
 RouteTable::Match RouteTable::find(Verb method, std::string_view path) const {
   Match m;
   const auto it = routes_.find(std::string(path));
-  if (it == routes_.end()) {
+  if (it == routes_.end() || it->second.by_method.empty()) {
+    // No handler of its own (possibly a CORS-only entry such as an unused /metrics).
     if (fallback_) {
       m.handler = &fallback_;
+      m.cors = it != routes_.end() && it->second.cors;
     }
     return m;
   }
@@ -649,14 +668,17 @@ RouteTable::Match RouteTable::find(Verb method, std::string_view path) const {
     m.handler = &h->second;
     return m;
   }
+  if (method == Verb::head) {
+    if (const auto g = it->second.by_method.find(Verb::get); g != it->second.by_method.end()) {
+      m.handler = &g->second;  // HEAD is GET without the body (the connection drops it)
+      return m;
+    }
+  }
   for (const auto& [verb, unused] : it->second.by_method) {
     if (!m.allow.empty()) {
       m.allow += ", ";
     }
     m.allow += std::string(beast_http::to_string(verb));
-  }
-  if (!m.path_known && fallback_) {
-    m.handler = &fallback_;  // a CORS-only path with no handlers of its own
   }
   return m;
 }

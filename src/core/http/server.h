@@ -106,10 +106,14 @@ class Exchange {
 using Handler = std::function<asio::awaitable<void>(Exchange&)>;
 
 // Method + exact path routing. Unknown path -> 404, known path with another
-// method -> 405 (with Allow), both as OpenAI JSON errors. Not thread-safe to
+// method -> 405 (with Allow), both as OpenAI JSON errors. HEAD runs the GET
+// handler and the server sends only the headers. Not thread-safe to
 // modify; immutable once given to a started Server.
 class RouteTable {
  public:
+  // "/metrics" has CORS enabled from the start: every daemon's metrics
+  // endpoint answers the dashboard's preflight without opting in.
+  RouteTable();
   void add(Verb method, std::string path, Handler handler);
   void get(std::string path, Handler handler) { add(Verb::get, std::move(path), std::move(handler)); }
   void post(std::string path, Handler handler) { add(Verb::post, std::move(path), std::move(handler)); }
