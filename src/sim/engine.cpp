@@ -25,6 +25,10 @@ std::string_view finish_reason_name(FinishReason r) {
   return "stop";
 }
 
+int http_status(EngineError e) {
+  return e == EngineError::kQueueFull ? 429 : 400;
+}
+
 std::string_view claim_status_name(ClaimStatus s) {
   switch (s) {
     case ClaimStatus::kOk:

@@ -98,6 +98,8 @@ struct Request {
 };
 
 enum class EngineError { kInvalidRequest, kContextLength, kQueueFull };
+// The HTTP status a shell answers for each (400, 400, 429).
+int http_status(EngineError e);
 
 struct Usage {
   uint32_t prompt_tokens = 0;

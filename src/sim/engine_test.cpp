@@ -337,6 +337,8 @@ TEST(Engine, RejectsWhatARealEngineRejects) {
   auto full = e.add_request(make_request(make_prompt(10, 3), 20), 0);
   ASSERT_FALSE(full.ok());
   EXPECT_EQ(full.error().code, EngineError::kQueueFull);
+  EXPECT_EQ(http_status(full.error().code), 429);
+  EXPECT_EQ(http_status(too_long.error().code), 400);
 }
 
 TEST(Engine, IdleEngineHasNothingScheduled) {

@@ -88,6 +88,17 @@ const FlavourTraits& flavour_traits(Flavour f) {
   return kTraits[static_cast<size_t>(f)];
 }
 
+HealthAnswer health_answer(Flavour f, bool loaded) {
+  const HealthSpec& h = flavour_traits(f).health;
+  if (loaded) {
+    return {true, h.ready_status, h.ready_body, h.content_type};
+  }
+  if (h.port_closed_while_loading) {
+    return {false, 0, {}, {}};
+  }
+  return {true, h.loading_status, h.loading_body, h.content_type};
+}
+
 std::string_view error_type_for(Flavour f, int status) {
   if (f == Flavour::kLlamacpp) {
     // tools/server/utils.hpp error_type names.

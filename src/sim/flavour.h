@@ -39,6 +39,16 @@ struct FlavourTraits {
 
 const FlavourTraits& flavour_traits(Flavour f);
 
+// What GET /health does right now: whether anything listens at all (vLLM
+// and friends open the port only after loading), then status and body.
+struct HealthAnswer {
+  bool listening;
+  int status;
+  std::string_view body;
+  std::string_view content_type;
+};
+HealthAnswer health_answer(Flavour f, bool loaded);
+
 // The error "type" a flavour puts beside an HTTP status.
 std::string_view error_type_for(Flavour f, int status);
 

@@ -42,6 +42,17 @@ TEST(Flavour, HealthSemantics) {
   EXPECT_EQ(json::parse(flavour_traits(Flavour::kMlx).health.ready_body)["status"], "ok");
 }
 
+TEST(Flavour, HealthAnswerWhileLoadingAndReady) {
+  EXPECT_FALSE(health_answer(Flavour::kVllm, false).listening);
+  EXPECT_EQ(health_answer(Flavour::kVllm, true).status, 200);
+  EXPECT_TRUE(health_answer(Flavour::kVllm, true).body.empty());
+  const HealthAnswer loading = health_answer(Flavour::kLlamacpp, false);
+  EXPECT_TRUE(loading.listening);
+  EXPECT_EQ(loading.status, 503);
+  EXPECT_EQ(json::parse(loading.body)["error"]["message"], "Loading model");
+  EXPECT_EQ(json::parse(health_answer(Flavour::kLlamacpp, true).body)["status"], "ok");
+}
+
 TEST(Flavour, MetricsEndpoints) {
   EXPECT_EQ(flavour_traits(Flavour::kVllm).metrics_path, "/metrics");
   EXPECT_EQ(flavour_traits(Flavour::kTrtllm).metrics_path, "/prometheus/metrics");
