@@ -1,7 +1,7 @@
 // The etcd v3 client over grpc++: KV (range/put/delete/txn/compact), leases,
 // and the status check, with per-call deadlines and fail-over between
 // endpoints. Streams live in their own classes on their own threads:
-// Watcher (watch.h), LeaseKeeper (lease_keeper.h), PrefixMirror
+// Watcher (watcher.h), LeaseKeeper (lease_keeper.h), PrefixMirror
 // (prefix_mirror.h). Semantics: docs/architecture/etcd.md.
 #pragma once
 
@@ -27,7 +27,8 @@ struct EtcdClientOptions {
   std::vector<std::string> endpoints;
   // Deadline of each unary call unless the call passes its own.
   Timeout call_timeout{2000};
-  // Bounds on gRPC's reconnect backoff, so a returning etcd is found quickly.
+  // First and largest gRPC reconnect backoff, so a returning etcd is found
+  // quickly (gRPC's defaults are 1 s and 120 s).
   Timeout reconnect_backoff_min{100};
   Timeout reconnect_backoff_max{1000};
   // Largest response accepted (a big range); requests are bounded by etcd itself.
@@ -39,7 +40,8 @@ struct EtcdClientOptions {
 
 // Thread-safety: every method may be called from any thread at once (gRPC
 // stubs are thread-safe; the client's own state is atomics). Create it with
-// create(); Watcher, LeaseKeeper and PrefixMirror share ownership of it.
+// create(); Watcher, LeaseKeeper and PrefixMirror share ownership of it. It
+// owns one thread that keeps its channels connecting while idle.
 //
 // Fail-over: calls start at the current endpoint. Reads (range, status,
 // lease_time_to_live) and the lease calls that are safe to repeat
