@@ -1,0 +1,973 @@
+#include "router/gateway.h"
+
+#include <boost/asio/this_coro.hpp>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "core/canonical.h"
+#include "core/digest.h"
+#include "core/log.h"
+#include "router/policy_config.h"
+#include "state/static_store.h"
+
+namespace cgn::router {
+
+namespace asio = boost::asio;
+using http::Exchange;
+using http::HttpError;
+
+namespace {
+
+constexpr std::string_view kUnknownModel = "_unknown";
+constexpr std::string_view kRole = "both";  // no disaggregation yet: every request wants a whole node
+constexpr size_t kMaxRequestIdBytes = 128;
+constexpr unsigned kClientClosed = 499;  // nginx's code for "client went away first"
+
+log::Logger logger() {
+  static log::Logger l = log::get("router");
+  return l;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+bool iequals_prefix(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    char c = s[i];
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c - 'A' + 'a');
+    }
+    if (c != prefix[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && iequals_prefix(a, b);
+}
+
+// Headers that belong to one connection (RFC 9110 §7.6.1) or that the proxy sets itself.
+bool hop_by_hop(std::string_view name) {
+  static constexpr std::string_view kNames[] = {"connection",
+                                                "keep-alive",
+                                                "proxy-connection",
+                                                "te",
+                                                "trailer",
+                                                "transfer-encoding",
+                                                "upgrade",
+                                                "proxy-authorization",
+                                                "proxy-authenticate",
+                                                "content-length",
+                                                "host"};
+  for (auto n : kNames) {
+    if (iequals(name, n)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// A client-supplied request id is kept when it is short printable ASCII; otherwise a new one.
+std::string request_id_for(const http::Request& req) {
+  auto it = req.find("X-Request-Id");
+  if (it != req.end()) {
+    std::string_view v = it->value();
+    bool ok = !v.empty() && v.size() <= kMaxRequestIdBytes;
+    for (char c : v) {
+      ok = ok && c > 0x20 && c < 0x7f;
+    }
+    if (ok) {
+      return std::string(v);
+    }
+  }
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("cgn-{:016x}{:016x}", rng(), rng());
+}
+
+struct Usage {
+  double prompt = 0;
+  double completion = 0;
+  bool found = false;
+};
+
+// `usage` of an OpenAI response or final stream chunk; cheap when the text has none.
+Usage parse_usage(std::string_view body) {
+  Usage u;
+  if (body.find("\"usage\"") == std::string_view::npos) {
+    return u;
+  }
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return u;
+  }
+  auto it = j.find("usage");
+  if (it == j.end() || !it->is_object()) {
+    return u;
+  }
+  if (auto p = it->find("prompt_tokens"); p != it->end() && p->is_number()) {
+    u.prompt = p->get<double>();
+    u.found = true;
+  }
+  if (auto c = it->find("completion_tokens"); c != it->end() && c->is_number()) {
+    u.completion = c->get<double>();
+    u.found = true;
+  }
+  return u;
+}
+
+std::string_view endpoint_label(Endpoint e) {
+  switch (e) {
+    case Endpoint::kChat:
+      return "chat";
+    case Endpoint::kCompletions:
+      return "completions";
+    case Endpoint::kEmbeddings:
+      return "embeddings";
+  }
+  return "other";
+}
+
+std::string_view content_type_of(std::string_view path) {
+  if (path.ends_with(".html")) {
+    return "text/html; charset=utf-8";
+  }
+  if (path.ends_with(".css")) {
+    return "text/css; charset=utf-8";
+  }
+  if (path.ends_with(".js") || path.ends_with(".mjs")) {
+    return "text/javascript; charset=utf-8";
+  }
+  if (path.ends_with(".svg")) {
+    return "image/svg+xml";
+  }
+  if (path.ends_with(".json")) {
+    return "application/json";
+  }
+  return "text/plain; charset=utf-8";
+}
+
+}  // namespace
+
+Result<std::pair<std::string, uint16_t>, GatewayError> parse_listen(std::string_view listen) {
+  auto fail = [&] {
+    return make_error(GatewayError::kConfig,
+                      "listen address \"" + std::string(listen) + "\" is not HOST:PORT");
+  };
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return fail();
+  }
+  std::string_view host = listen.substr(0, colon);
+  std::string_view port = listen.substr(colon + 1);
+  if (host.starts_with('[') && host.ends_with(']')) {
+    host = host.substr(1, host.size() - 2);
+  }
+  unsigned v = 0;
+  auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
+  if (host.empty() || ec != std::errc{} || p != port.data() + port.size() || v > 65535) {
+    return fail();
+  }
+  return std::pair{std::string(host), static_cast<uint16_t>(v)};
+}
+
+Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(
+    const config::RouterConfig& cfg, std::chrono::milliseconds interval) {
+  state::StaticStoreOptions so;
+  so.interval = interval;
+  so.poll_timeout = std::min<std::chrono::milliseconds>(
+      std::max<std::chrono::milliseconds>(interval, std::chrono::milliseconds(200)),
+      std::chrono::milliseconds(cfg.timeouts.connect_ms + 1000));
+  for (const auto& n : cfg.nodes) {
+    state::StaticNodeSpec spec;
+    spec.name = n.name;
+    spec.url = n.url;
+    spec.role = routing::parse_node_role(n.role).value_or(routing::NodeRole::kBoth);
+    spec.models = n.models;
+    so.nodes.push_back(std::move(spec));
+  }
+  auto store = state::StaticStore::create(std::move(so));
+  if (!store) {
+    return make_error(GatewayError::kConfig, store.error().message);
+  }
+  return std::unique_ptr<state::StateStore>(std::move(*store));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handlers: the coroutines behind each route. Kept in a class of their own so gateway.h stays
+// free of the request-flow details.
+class Gateway::Handlers {
+ public:
+  explicit Handlers(Gateway& g) : g_(g) {}
+
+  http::RouteTable routes();
+
+ private:
+  struct Upstream {
+    std::string node;
+    state::NodeEndpoint endpoint;
+    routing::NodeIndex index = routing::kNoNode;
+  };
+
+  // Sends an error, with the request id, and records it.
+  asio::awaitable<void> fail(Exchange& ex, const ApiError& e, const std::string& request_id,
+                             std::string_view model_label, std::string_view endpoint,
+                             std::chrono::steady_clock::time_point start, uint32_t retry_after_s = 0) {
+    http::Response res = http::make_error_response(e);
+    res.set("X-Request-Id", request_id);
+    if (retry_after_s > 0) {
+      res.set(http::Field::retry_after, std::to_string(retry_after_s));
+    }
+    (void)co_await ex.respond(std::move(res));
+    if (!endpoint.empty()) {
+      g_.metrics_.request_done(model_label, endpoint, static_cast<unsigned>(e.status), seconds_since(start));
+    }
+  }
+
+  asio::awaitable<void> inference(Exchange& ex, Endpoint endpoint);
+  asio::awaitable<void> models(Exchange& ex);
+  asio::awaitable<void> health(Exchange& ex);
+  asio::awaitable<void> dashboard(Exchange& ex);
+
+  bool model_known(std::string_view model) const {
+    std::lock_guard lock(g_.core_mu_);
+    for (const auto& [name, info] : g_.nodes_) {
+      const auto* st = g_.core_.node(info.index);
+      if (st != nullptr && st->serves(model)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  http::Request upstream_request(const http::Request& in, const Upstream& up, const std::string& request_id,
+                                 std::string_view priority, int64_t deadline_ms) const {
+    http::Request out{http::Verb::post, up.endpoint.base_path + std::string(in.target()), 11};
+    for (const auto& f : in) {
+      std::string_view name = f.name_string();
+      if (hop_by_hop(name) || iequals(name, "authorization") || iequals_prefix(name, "x-cgn-") ||
+          iequals(name, "x-request-id")) {
+        continue;
+      }
+      out.insert(name, f.value());
+    }
+    out.set("X-Request-Id", request_id);
+    out.set("X-CGN-Request-Id", request_id);
+    out.set("X-CGN-Role", kRole);
+    if (!priority.empty()) {
+      out.set("X-CGN-Priority", priority);
+    }
+    if (deadline_ms > 0) {
+      out.set("X-CGN-Deadline-Ms", std::to_string(deadline_ms));
+    }
+    out.body() = in.body();
+    out.prepare_payload();
+    return out;
+  }
+
+  static http::Fields response_headers(const http::Fields& upstream, const std::string& node,
+                                       const std::string& request_id) {
+    http::Fields h;
+    for (const auto& f : upstream) {
+      std::string_view name = f.name_string();
+      if (hop_by_hop(name) || iequals_prefix(name, "x-cgn-") || iequals(name, "x-request-id")) {
+        continue;
+      }
+      h.insert(name, f.value());
+    }
+    h.set("X-CGN-Node", node);
+    h.set("X-Request-Id", request_id);
+    return h;
+  }
+
+  Gateway& g_;
+};
+
+http::RouteTable Gateway::Handlers::routes() {
+  http::RouteTable rt;
+  rt.post("/v1/chat/completions", [this](Exchange& ex) { return inference(ex, Endpoint::kChat); });
+  rt.post("/v1/completions", [this](Exchange& ex) { return inference(ex, Endpoint::kCompletions); });
+  rt.post("/v1/embeddings", [this](Exchange& ex) { return inference(ex, Endpoint::kEmbeddings); });
+  rt.get("/v1/models", [this](Exchange& ex) { return models(ex); });
+  rt.get("/health", [this](Exchange& ex) { return health(ex); });
+  rt.get("/metrics", http::metrics_handler([this] { return g_.metrics_.render(); }));
+  rt.enable_cors("/metrics");
+  rt.set_fallback([this](Exchange& ex) { return dashboard(ex); });
+  return rt;
+}
+
+asio::awaitable<void> Gateway::Handlers::health(Exchange& ex) {
+  const size_t healthy = g_.healthy_nodes();
+  const size_t known = g_.known_nodes();
+  nlohmann::json j = {
+      {"status", healthy > 0 ? "ok" : "degraded"}, {"nodes", known}, {"nodes_healthy", healthy}};
+  (void)co_await ex.respond(http::make_response(200, j.dump()));
+}
+
+asio::awaitable<void> Gateway::Handlers::models(Exchange& ex) {
+  const std::string request_id = request_id_for(ex.request());
+  if (!g_.keys_.check_authorization(ex.request()[http::Field::authorization])) {
+    co_await fail(ex, unauthorized("Incorrect or missing API key: send 'Authorization: Bearer <key>'."),
+                  request_id, "", "", std::chrono::steady_clock::now());
+    co_return;
+  }
+  std::set<std::string> ids;
+  {
+    std::lock_guard lock(g_.core_mu_);
+    for (const auto& [name, info] : g_.nodes_) {
+      const auto* st = g_.core_.node(info.index);
+      if (st != nullptr && st->health == routing::Health::kHealthy && !st->cordoned) {
+        ids.insert(st->models.begin(), st->models.end());
+      }
+    }
+  }
+  nlohmann::json data = nlohmann::json::array();
+  for (const auto& id : ids) {
+    data.push_back({{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "cognitora"}});
+  }
+  http::Response res = http::make_response(200, nlohmann::json{{"object", "list"}, {"data", data}}.dump());
+  res.set("X-Request-Id", request_id);
+  (void)co_await ex.respond(std::move(res));
+}
+
+asio::awaitable<void> Gateway::Handlers::dashboard(Exchange& ex) {
+  std::string_view path = http::path_of(ex.request().target());
+  const std::string& dir = g_.options_.dashboard_dir;
+  if (dir.empty() || ex.request().method() != http::Verb::get ||
+      !(path == "/" || path == "/dashboard" || path.starts_with("/dashboard/"))) {
+    (void)co_await ex.respond(http::make_error_response(not_found(
+        "No route for " + std::string(ex.request().method_string()) + " " + std::string(path) + ".")));
+    co_return;
+  }
+  if (path == "/" || path == "/dashboard") {
+    http::Response res = http::make_response(308, "", "text/plain");
+    res.set(http::Field::location, "/dashboard/");
+    (void)co_await ex.respond(std::move(res));
+    co_return;
+  }
+  std::string_view file = path.substr(std::string_view("/dashboard/").size());
+  if (file.empty()) {
+    file = "index.html";
+  }
+  // Only plain file names directly in the directory: no traversal, no hidden files.
+  const bool plain = file.find_first_of("/\\") == std::string_view::npos && !file.starts_with('.') &&
+                     file.find('\0') == std::string_view::npos;
+  std::string body;
+  if (plain) {
+    std::ifstream in(dir + "/" + std::string(file), std::ios::binary);
+    if (in) {
+      body.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      http::Response res = http::make_response(200, std::move(body), content_type_of(file));
+      res.set(http::Field::cache_control, "no-cache");
+      (void)co_await ex.respond(std::move(res));
+      co_return;
+    }
+  }
+  (void)co_await ex.respond(
+      http::make_error_response(not_found("No dashboard file '" + std::string(file) + "'.")));
+}
+
+asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoint) {
+  const auto start = std::chrono::steady_clock::now();
+  const http::Request& req = ex.request();
+  const std::string request_id = request_id_for(req);
+  const std::string_view ep_label = endpoint_label(endpoint);
+  const auto& rc = g_.options_.router;
+
+  if (!g_.keys_.check_authorization(req[http::Field::authorization])) {
+    co_await fail(ex, unauthorized("Incorrect or missing API key: send 'Authorization: Bearer <key>'."),
+                  request_id, kUnknownModel, ep_label, start);
+    co_return;
+  }
+
+  // Client routing headers: only Priority and Deadline-Ms are accepted from outside.
+  std::string priority;
+  if (auto it = req.find("X-CGN-Priority"); it != req.end()) {
+    priority = std::string(it->value());
+    if (priority != "low" && priority != "normal" && priority != "high") {
+      co_await fail(ex, bad_request("'X-CGN-Priority' must be low, normal or high.", "X-CGN-Priority"),
+                    request_id, kUnknownModel, ep_label, start);
+      co_return;
+    }
+  }
+  int64_t deadline_ms = 0;
+  if (auto it = req.find("X-CGN-Deadline-Ms"); it != req.end()) {
+    std::string_view v = it->value();
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), deadline_ms);
+    if (ec != std::errc{} || p != v.data() + v.size() || deadline_ms <= 0 || deadline_ms > 86'400'000) {
+      co_await fail(ex,
+                    bad_request("'X-CGN-Deadline-Ms' must be a whole number of milliseconds in 1..86400000.",
+                                "X-CGN-Deadline-Ms"),
+                    request_id, kUnknownModel, ep_label, start);
+      co_return;
+    }
+  }
+
+  RequestLimits limits;
+  limits.max_body_bytes = rc.limits.max_body_bytes;
+  limits.max_json_depth = rc.limits.max_json_depth;
+  limits.max_messages = rc.limits.max_messages;
+  auto parsed = parse_openai_request(endpoint, req.body(), limits);
+  if (!parsed) {
+    co_await fail(ex, to_api_error(parsed.error()), request_id, kUnknownModel, ep_label, start);
+    co_return;
+  }
+  const ParsedRequest& pr = *parsed;
+  if (!model_known(pr.model)) {
+    co_await fail(
+        ex,
+        not_found("The model '" + pr.model.substr(0, 256) + "' does not exist or no node serves it.", "model",
+                  "model_not_found"),
+        request_id, kUnknownModel, ep_label, start);
+    co_return;
+  }
+  const std::string& model = pr.model;  // a label value now: some node serves it
+
+  // Prefix digests: the routing signal.
+  std::vector<Digest> digests;
+  const Digest seed = make_digest_seed(digest_seed_fields(pr));
+  compute_prefix_digests(seed, pr.canonical_prompt, rc.routing.block_bytes, digests, 8192);
+
+  Admission::Slot slot = g_.admission_.try_acquire(model, kRole);
+  if (!slot.held()) {
+    g_.metrics_.admission_rejected(model, "queue_full");
+    co_await fail(ex,
+                  too_many_requests("Too many requests in flight for model '" + model + "'; retry later.",
+                                    "queue_full"),
+                  request_id, model, ep_label, start, std::max<uint32_t>(1, g_.admission_.retry_after_s()));
+    co_return;
+  }
+
+  std::string session_key = pr.session_key;
+  if (session_key.empty()) {
+    if (auto it = req.find("X-Session-Id"); it != req.end()) {
+      session_key = std::string(it->value().substr(0, 256));
+    }
+  }
+  routing::RouteRequest rr;
+  rr.model = model;
+  rr.role = routing::RoleWanted::kAny;
+  rr.digests = digests;
+  rr.prompt_tokens = static_cast<uint64_t>(static_cast<double>(pr.canonical_prompt.size()) / 4.0);
+  rr.session_key = session_key;
+  rr.deadline = deadline_ms * kNanosPerMilli;
+
+  // Decide, and resolve the ranked nodes to endpoints, under the lock.
+  std::vector<Upstream> ranked;
+  routing::Decision decision;
+  std::optional<routing::RouteError> route_error;
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::lock_guard lock(g_.core_mu_);
+    auto decided = g_.core_.decide(rr);
+    const double dt = seconds_since(t0);
+    if (!decided.ok()) {
+      route_error = decided.error().code;
+    } else {
+      decision = std::move(*decided);
+      for (const auto& c : decision.ranked) {
+        if (ranked.size() >= g_.options_.max_attempts) {
+          break;
+        }
+        const auto* st = g_.core_.node(c.node);
+        if (st == nullptr) {
+          continue;
+        }
+        auto it = g_.nodes_.find(st->id);
+        if (it != g_.nodes_.end()) {
+          ranked.push_back(Upstream{it->first, it->second.endpoint, c.node});
+        }
+      }
+      const double ratio =
+          decision.request_blocks > 0
+              ? static_cast<double>(decision.ranked.front().overlap_blocks) / decision.request_blocks
+              : 0.0;
+      g_.metrics_.decision(dt, ratio);
+    }
+  }
+  if (route_error.has_value()) {
+    const auto code = *route_error;
+    if (code == routing::RouteError::kAllOverloaded) {
+      g_.metrics_.admission_rejected(model, "overloaded");
+      co_await fail(
+          ex,
+          too_many_requests("Every node serving '" + model + "' is overloaded; retry later.", "overloaded"),
+          request_id, model, ep_label, start, std::max<uint32_t>(1, g_.admission_.retry_after_s()));
+    } else {
+      co_await fail(ex,
+                    service_unavailable("No node can serve model '" + model + "' now (" +
+                                            std::string(routing::to_string(code)) + ").",
+                                        "no_healthy_node"),
+                    request_id, model, ep_label, start);
+    }
+    co_return;
+  }
+  if (!decision.deadline_ok) {
+    g_.metrics_.admission_rejected(model, "deadline");
+    co_await fail(ex,
+                  too_many_requests(fmt::format("The estimated time to first token ({:.3f} s) exceeds the "
+                                                "X-CGN-Deadline-Ms budget of {} ms.",
+                                                decision.ranked.front().ttft_s, deadline_ms),
+                                    "deadline_exceeded"),
+                  request_id, model, ep_label, start, std::max<uint32_t>(1, g_.admission_.retry_after_s()));
+    co_return;
+  }
+
+  http::HttpClient& client = *g_.clients_[ex.worker_index()];
+  http::ClientTimeouts timeouts;
+  timeouts.connect = std::chrono::milliseconds(rc.timeouts.connect_ms);
+  timeouts.header = std::chrono::milliseconds(rc.timeouts.first_token_ms);
+  timeouts.idle = std::chrono::milliseconds(rc.timeouts.idle_ms);
+  timeouts.body = std::chrono::milliseconds(rc.timeouts.request_ms);
+
+  // The last failed attempt's upstream answer (status + body), relayed if every attempt fails.
+  std::optional<http::Response> last_answer;
+  std::string last_answer_node;
+  HttpError last_error = HttpError::connect_failed;
+  std::string last_error_text;
+
+  for (size_t attempt = 0; attempt < ranked.size(); ++attempt) {
+    const Upstream& up = ranked[attempt];
+    const bool more = attempt + 1 < ranked.size();
+    routing::DispatchTicket ticket;
+    {
+      std::lock_guard lock(g_.core_mu_);
+      ticket = g_.core_.record_dispatch(up.index, rr);
+    }
+    auto close_ticket = [&] {
+      std::lock_guard lock(g_.core_mu_);
+      g_.core_.record_completion(ticket);
+    };
+    auto retry_reason = [&](std::string_view reason) {
+      if (more) {
+        g_.metrics_.retry(model, reason);
+        CGN_LOG_DEBUG(logger(), "retrying on the next node", log::kv("request_id", request_id),
+                      log::kv("node", up.node), log::kv("reason", reason));
+      }
+    };
+
+    http::Upstream target{up.endpoint.host, up.endpoint.port, up.endpoint.tls};
+    auto stream = co_await client.stream(target, upstream_request(req, up, request_id, priority, deadline_ms),
+                                         timeouts);
+    if (!ex.client_open()) {
+      close_ticket();
+      g_.metrics_.request_done(model, ep_label, kClientClosed, seconds_since(start));
+      co_return;
+    }
+    if (!stream) {
+      close_ticket();
+      last_error = stream.error().code;
+      last_error_text = up.node + ": " + stream.error().message;
+      if (last_error == HttpError::connect_failed) {
+        // Passive health: a node that refuses connections leaves routing until a poll says otherwise.
+        std::lock_guard lock(g_.core_mu_);
+        routing::NodeUpdate u;
+        u.health = routing::Health::kUnhealthy;
+        (void)g_.core_.upsert_node(up.node, u, routing::UpdateSource::kScrape);
+      }
+      retry_reason(last_error == HttpError::timeout
+                       ? "timeout"
+                       : (last_error == HttpError::connect_failed ? "connect" : "closed"));
+      continue;
+    }
+    const unsigned status = stream->status();
+    if (status == 429 || status >= 500) {
+      auto body = co_await stream->read_all();
+      close_ticket();
+      http::Response r{static_cast<http::beast_http::status>(status), 11};
+      for (const auto& f : stream->headers()) {
+        if (!hop_by_hop(f.name_string())) {
+          r.insert(f.name_string(), f.value());
+        }
+      }
+      r.body() = body.ok() ? std::move(*body) : std::string();
+      last_answer = std::move(r);
+      last_answer_node = up.node;
+      retry_reason(status == 429 ? "status_429" : "status_5xx");
+      continue;
+    }
+
+    const bool sse = iequals_prefix(stream->headers()[http::Field::content_type], "text/event-stream");
+    http::Fields headers = response_headers(stream->headers(), up.node, request_id);
+
+    if (!sse && !pr.stream) {
+      // Buffered: the whole body first, so a failure here can still move to the next node.
+      auto body = co_await stream->read_all();
+      if (!body) {
+        close_ticket();
+        if (!ex.client_open()) {
+          g_.metrics_.request_done(model, ep_label, kClientClosed, seconds_since(start));
+          co_return;
+        }
+        last_error = body.error().code;
+        last_error_text = up.node + ": " + body.error().message;
+        retry_reason(last_error == HttpError::timeout ? "timeout" : "closed");
+        continue;
+      }
+      {
+        std::lock_guard lock(g_.core_mu_);
+        g_.core_.record_first_token(ticket);
+      }
+      const Usage usage = parse_usage(*body);
+      http::Response res{static_cast<http::beast_http::status>(status), 11};
+      for (const auto& f : headers) {
+        res.insert(f.name_string(), f.value());
+      }
+      res.body() = std::move(*body);
+      res.prepare_payload();
+      (void)co_await ex.respond(std::move(res));
+      close_ticket();
+      g_.metrics_.tokens(model, usage.prompt, usage.completion);
+      g_.metrics_.request_done(model, ep_label, status, seconds_since(start));
+      co_return;
+    }
+
+    if (!sse) {
+      // A streamed body that is not SSE: raw pieces, each flushed as it arrives.
+      auto first = co_await stream->read_some();
+      if (!first) {
+        close_ticket();
+        if (!ex.client_open()) {
+          g_.metrics_.request_done(model, ep_label, kClientClosed, seconds_since(start));
+          co_return;
+        }
+        last_error = first.error().code;
+        last_error_text = up.node + ": " + first.error().message;
+        retry_reason(last_error == HttpError::timeout ? "timeout" : "closed");
+        continue;
+      }
+      std::string piece(*first);
+      (void)co_await ex.begin_stream(status, std::move(headers));
+      bool ok = true;
+      while (!piece.empty() && ok) {
+        ok = (co_await ex.write(piece)).ok();
+        if (!ok) {
+          break;
+        }
+        auto next = co_await stream->read_some();
+        if (!next) {
+          ok = false;
+          ex.abort();
+          break;
+        }
+        piece.assign(*next);
+      }
+      if (ok) {
+        (void)co_await ex.end_stream();
+      }
+      close_ticket();
+      g_.metrics_.request_done(model, ep_label, ex.client_open() ? status : kClientClosed,
+                               seconds_since(start));
+      co_return;
+    }
+
+    // SSE: wait for the first event before answering, so a node that dies first is retried.
+    auto first = co_await stream->next_event();
+    if (!first) {
+      close_ticket();
+      if (!ex.client_open()) {
+        g_.metrics_.request_done(model, ep_label, kClientClosed, seconds_since(start));
+        co_return;
+      }
+      last_error = first.error().code;
+      last_error_text = up.node + ": " + first.error().message;
+      retry_reason(last_error == HttpError::timeout ? "timeout" : "closed");
+      continue;
+    }
+    auto begun = co_await ex.begin_stream(status, std::move(headers));
+    std::optional<http::SseEvent> event = std::move(*first);
+    bool first_token = false;
+    Usage usage;
+    bool client_ok = begun.ok();
+    while (client_ok && event.has_value()) {
+      if (!first_token && !event->is_done()) {
+        first_token = true;
+        g_.metrics_.ttft(seconds_since(start));
+        std::lock_guard lock(g_.core_mu_);
+        g_.core_.record_first_token(ticket);
+      }
+      if (!event->is_done()) {
+        const Usage u = parse_usage(event->data);
+        if (u.found) {
+          usage = u;
+        }
+      }
+      client_ok = (co_await ex.write_event(*event)).ok();
+      if (!client_ok) {
+        break;
+      }
+      auto next = co_await stream->next_event();
+      if (!next) {
+        if (!ex.client_open()) {
+          client_ok = false;
+          break;
+        }
+        // The node failed mid-stream: tokens already reached the client, so no retry; end the
+        // stream with an error event and [DONE] so the client's parser finishes cleanly.
+        CGN_LOG_WARN(logger(), "upstream failed mid-stream", log::kv("request_id", request_id),
+                     log::kv("node", up.node), log::kv("error", next.error().message));
+        ApiError e = bad_gateway("The node '" + up.node + "' failed mid-stream: " + next.error().message);
+        http::SseEvent err;
+        err.data = e.body();
+        (void)co_await ex.write_event(err);
+        http::SseEvent done;
+        done.data = "[DONE]";
+        (void)co_await ex.write_event(done);
+        break;
+      }
+      event = std::move(*next);
+    }
+    if (client_ok) {
+      (void)co_await ex.end_stream();
+    }
+    close_ticket();
+    g_.metrics_.tokens(model, usage.prompt, usage.completion);
+    g_.metrics_.request_done(model, ep_label, client_ok && ex.client_open() ? status : kClientClosed,
+                             seconds_since(start));
+    co_return;
+  }
+
+  // Every attempt failed before anything reached the client.
+  if (last_answer.has_value()) {
+    http::Response res = std::move(*last_answer);
+    for (auto name : {"X-CGN-Node", "X-Request-Id"}) {
+      res.erase(name);
+    }
+    res.set("X-CGN-Node", last_answer_node);
+    res.set("X-Request-Id", request_id);
+    res.prepare_payload();
+    const unsigned status = res.result_int();
+    (void)co_await ex.respond(std::move(res));
+    g_.metrics_.request_done(model, ep_label, status, seconds_since(start));
+    co_return;
+  }
+  const std::string what =
+      fmt::format("All {} attempts for model '{}' failed; last: {}", ranked.size(), model, last_error_text);
+  co_await fail(ex, last_error == HttpError::timeout ? gateway_timeout(what) : bad_gateway(what), request_id,
+                model, ep_label, start);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Gateway::Gateway(GatewayOptions options, std::unique_ptr<state::StateStore> store, ApiKeys keys)
+    : options_(std::move(options)),
+      keys_(std::move(keys)),
+      admission_(options_.router.admission),
+      core_(clock_, policy_from_config(options_.router), index_from_config(options_.router), options_.seed),
+      handlers_(std::make_unique<Handlers>(*this)),
+      store_(std::move(store)) {}
+
+Gateway::~Gateway() {
+  stop(std::chrono::milliseconds(0));
+}
+
+Result<uint16_t, GatewayError> Gateway::start() {
+  if (started_) {
+    return make_error(GatewayError::kStart, "gateway already started");
+  }
+  started_ = true;
+  auto listen = parse_listen(options_.router.listen);
+  if (!listen) {
+    return listen.error();
+  }
+  http::ServerConfig sc;
+  sc.host = listen->first;
+  sc.port = listen->second;
+  sc.threads = std::max<size_t>(1, options_.threads);
+  sc.limits.max_header_bytes = options_.router.limits.max_header_bytes;
+  // The body limit is checked by the server (Content-Length, before reading) and again by the
+  // parser; both say 413.
+  sc.limits.max_body_bytes = options_.router.limits.max_body_bytes;
+  sc.tls_cert_file = options_.router.tls_cert;
+  sc.tls_key_file = options_.router.tls_key;
+  server_ = std::make_unique<http::Server>(sc, handlers_->routes());
+  http::ClientConfig cc;
+  cc.timeouts.connect = std::chrono::milliseconds(options_.router.timeouts.connect_ms);
+  cc.timeouts.idle = std::chrono::milliseconds(options_.router.timeouts.idle_ms);
+  for (size_t i = 0; i < server_->worker_count(); ++i) {
+    clients_.push_back(std::make_unique<http::HttpClient>(server_->worker_context(i), cc));
+  }
+  if (store_) {
+    auto st = store_->start([this](const state::NodeEvent& ev) { on_node_event(ev); });
+    if (!st) {
+      return make_error(GatewayError::kStart, st.error().message);
+    }
+  }
+  auto port = server_->start();
+  if (!port) {
+    if (store_) {
+      store_->stop();
+    }
+    return make_error(GatewayError::kStart,
+                      "cannot listen on " + options_.router.listen + ": " + port.error().message);
+  }
+  port_ = *port;
+  refresh_cluster_metrics();
+  maint_thread_ = std::thread([this] { maintenance_loop(); });
+  if (!keys_.enabled()) {
+    CGN_LOG_WARN(logger(), "no API keys configured: the gateway is open to anyone who can reach it");
+  } else {
+    CGN_LOG_INFO(logger(), "API keys loaded", log::kv("count", keys_.size()));
+  }
+  CGN_LOG_INFO(logger(), "router listening", log::kv("address", sc.host), log::kv("port", port_),
+               log::kv("tls", !sc.tls_cert_file.empty()), log::kv("policy", options_.router.policy),
+               log::kv("workers", sc.threads));
+  return port_;
+}
+
+void Gateway::stop(std::chrono::milliseconds grace) {
+  if (!started_ || stopped_) {
+    return;
+  }
+  stopped_ = true;
+  if (server_) {
+    server_->stop(grace);
+  }
+  clients_.clear();
+  if (store_) {
+    store_->stop();
+  }
+  {
+    std::lock_guard lock(maint_mu_);
+    maint_stop_ = true;
+  }
+  maint_cv_.notify_all();
+  if (maint_thread_.joinable()) {
+    maint_thread_.join();
+  }
+}
+
+void Gateway::reload(const config::RouterConfig& cfg) {
+  const auto next = policy_from_config(cfg);
+  std::string change;
+  {
+    std::lock_guard lock(core_mu_);
+    change = describe_policy_change(core_.policy(), next);
+    core_.set_policy(next);
+    core_.set_index_config(index_from_config(cfg));
+  }
+  admission_.set_config(cfg.admission);
+  if (change.empty()) {
+    CGN_LOG_INFO(logger(), "configuration reloaded; routing policy unchanged");
+  } else {
+    CGN_LOG_INFO(logger(), "routing policy reloaded", log::kv("changes", change));
+  }
+}
+
+void Gateway::on_node_event(const state::NodeEvent& ev) {
+  static log::StateChangeLogger changes(logger());
+  std::lock_guard lock(core_mu_);
+  if (ev.kind == state::NodeEvent::Kind::kRemove) {
+    core_.remove_node(ev.id);
+    nodes_.erase(ev.id);
+    changes.forget(ev.id);
+    return;
+  }
+  const routing::NodeIndex idx = core_.upsert_node(ev.id, ev.update, ev.source);
+  if (idx == routing::kNoNode) {
+    CGN_LOG_WARN(logger(), "node table full; node ignored", log::kv("node", ev.id));
+    return;
+  }
+  auto& info = nodes_[ev.id];
+  info.name = ev.id;
+  info.endpoint = ev.endpoint;
+  info.index = idx;
+  if (ev.update.health.has_value()) {
+    const bool up = *ev.update.health == routing::Health::kHealthy;
+    changes.update(ev.id, up ? "up" : "down", up ? spdlog::level::info : spdlog::level::warn,
+                   up ? "node in routing" : "node left routing (health check failed)",
+                   log::kv("node", ev.id));
+  }
+}
+
+size_t Gateway::healthy_nodes() const {
+  std::lock_guard lock(core_mu_);
+  size_t n = 0;
+  for (const auto& [name, info] : nodes_) {
+    const auto* st = core_.node(info.index);
+    n += static_cast<size_t>(st != nullptr && st->health == routing::Health::kHealthy);
+  }
+  return n;
+}
+
+size_t Gateway::known_nodes() const {
+  std::lock_guard lock(core_mu_);
+  return nodes_.size();
+}
+
+uint64_t Gateway::inflight(std::string_view node) const {
+  std::lock_guard lock(core_mu_);
+  const auto idx = core_.find_node(node);
+  return idx == routing::kNoNode ? 0 : core_.inflight_requests(idx);
+}
+
+void Gateway::refresh_cluster_metrics() {
+  std::lock_guard refresh_lock(refresh_mu_);
+  std::vector<NodeSnapshot> snap;
+  double entries = 0;
+  {
+    std::lock_guard lock(core_mu_);
+    for (const auto& [name, info] : nodes_) {
+      const auto* st = core_.node(info.index);
+      if (st == nullptr) {
+        continue;
+      }
+      NodeSnapshot s;
+      s.name = name;
+      s.models = st->models;
+      s.engine = st->engine;
+      s.role = std::string(routing::to_string(st->role));
+      s.gpu_name = st->gpu.name;
+      s.up = st->health == routing::Health::kHealthy;
+      s.queue_depth = st->queue_depth;
+      s.running = st->running;
+      s.kv_used_ratio = st->kv_used_ratio;
+      s.power_watts = st->power_watts;
+      s.watt_limit = st->watt_limit_watts;
+      s.cordoned = st->cordoned;
+      snap.push_back(std::move(s));
+    }
+    entries = static_cast<double>(core_.index().entries());
+  }
+  double watts = 0;
+  for (const auto& s : snap) {
+    watts += s.power_watts;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  const double gen = metrics_.generation_tokens_total();
+  double tpw = 0;
+  if (last_refresh_ != std::chrono::steady_clock::time_point{} && watts > 0) {
+    const double dt = std::chrono::duration<double>(now - last_refresh_).count();
+    if (dt > 0) {
+      tpw = (gen - last_generation_tokens_) / dt / watts;
+    }
+  }
+  last_refresh_ = now;
+  last_generation_tokens_ = gen;
+  metrics_.index_entries(entries);
+  metrics_.refresh_cluster(snap, tpw);
+}
+
+void Gateway::maintenance_loop() {
+  std::unique_lock lock(maint_mu_);
+  while (!maint_stop_) {
+    maint_cv_.wait_for(lock, options_.mirror_interval, [this] { return maint_stop_; });
+    if (maint_stop_) {
+      break;
+    }
+    lock.unlock();
+    refresh_cluster_metrics();
+    lock.lock();
+  }
+}
+
+}  // namespace cgn::router

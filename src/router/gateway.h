@@ -1,0 +1,126 @@
+// Gateway: the cgn-router application object. It owns the HTTP server (OpenAI API, /health,
+// /metrics, /dashboard/), one upstream HttpClient per server worker, the RoutingCore (behind a
+// mutex), admission counters, the metrics probe and the StateStore that feeds node state.
+// main.cpp only parses flags and configuration, builds a Gateway, and waits for signals.
+//
+// Request flow (docs/architecture/router.md has the full trace): auth -> parse the body once
+// (core/canonical.h) -> model known? -> prefix digests -> admission (in-flight cap, deadline) ->
+// RoutingCore::decide -> up to 3 attempts on the ranked nodes; an attempt fails over on connect
+// error, timeout, 429/5xx or an upstream that dies before its first body byte; once a byte has
+// reached the client it never retries -> relay (SSE events flushed one by one, or the buffered
+// body) with X-CGN-Node and X-Request-Id -> close the routing ticket and record metrics.
+//
+// Threads: the server's N workers run handlers; the store's thread delivers node events; one
+// maintenance thread refreshes the cluster mirror every mirror_interval. RoutingCore and the
+// node table are guarded by one mutex (decisions take microseconds). start()/stop()/reload()
+// are for the owning thread (main); everything else is safe from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/http/client.h"
+#include "core/http/server.h"
+#include "router/admission.h"
+#include "router/api_keys.h"
+#include "router/router_metrics.h"
+#include "routing/router_core.h"
+#include "state/state_store.h"
+
+namespace cgn::router {
+
+enum class GatewayError { kConfig, kStart };
+
+struct GatewayOptions {
+  config::RouterConfig router;  // listen, limits, timeouts, routing, admission, TLS
+  size_t threads = 2;           // server workers
+  std::string dashboard_dir;    // served at /dashboard/; empty = not served
+  std::chrono::milliseconds mirror_interval{5000};
+  size_t max_attempts = 3;  // per request, across nodes, before the first token
+  uint64_t seed = 0;        // routing RNG (ties, random policy)
+};
+
+// The static StateStore for [[router.nodes]], polled every `interval`.
+Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(
+    const config::RouterConfig& cfg, std::chrono::milliseconds interval);
+
+// "HOST:PORT" (IPv6 in brackets) -> host, port.
+Result<std::pair<std::string, uint16_t>, GatewayError> parse_listen(std::string_view listen);
+
+class Gateway {
+ public:
+  Gateway(GatewayOptions options, std::unique_ptr<state::StateStore> store, ApiKeys keys);
+  ~Gateway();
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  // Starts the store, the maintenance thread and the server. Returns the bound port.
+  Result<uint16_t, GatewayError> start();
+  // Stops accepting, lets in-flight streams finish for up to `grace`, stops the store.
+  void stop(std::chrono::milliseconds grace);
+  // SIGHUP: applies the routing policy and weights of `cfg` (logs what changed, once).
+  void reload(const config::RouterConfig& cfg);
+
+  void refresh_cluster_metrics();
+  std::string render_metrics() { return metrics_.render(); }
+  RouterMetrics& metrics() { return metrics_; }
+
+  // Introspection, for tests and /health.
+  size_t healthy_nodes() const;
+  size_t known_nodes() const;
+  uint64_t inflight(std::string_view node) const;
+  uint16_t port() const { return port_; }
+
+  struct NodeInfo {
+    std::string name;
+    state::NodeEndpoint endpoint;
+    routing::NodeIndex index = routing::kNoNode;
+  };
+
+ private:
+  class Handlers;
+  friend class Handlers;
+
+  void on_node_event(const state::NodeEvent& ev);
+  void maintenance_loop();
+
+  GatewayOptions options_;
+  SteadyClock clock_;
+  RouterMetrics metrics_;
+  ApiKeys keys_;
+  Admission admission_;
+
+  mutable std::mutex core_mu_;  // guards core_ and nodes_
+  routing::RoutingCore core_;
+  std::map<std::string, NodeInfo, std::less<>> nodes_;
+
+  std::unique_ptr<Handlers> handlers_;
+  std::unique_ptr<http::Server> server_;
+  // One client per server worker, on that worker's io_context; declared after server_ so the
+  // clients (and their pooled sockets) go before the contexts they live on.
+  std::vector<std::unique_ptr<http::HttpClient>> clients_;
+  std::unique_ptr<state::StateStore> store_;
+
+  std::mutex maint_mu_;
+  std::condition_variable maint_cv_;
+  bool maint_stop_ = false;
+  std::thread maint_thread_;
+  std::mutex refresh_mu_;  // refresh_cluster_metrics from the maintenance thread and tests
+  double last_generation_tokens_ = 0;
+  std::chrono::steady_clock::time_point last_refresh_{};
+
+  uint16_t port_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace cgn::router

@@ -1,0 +1,67 @@
+#include "router/policy_config.h"
+
+#include <fmt/format.h>
+
+namespace cgn::router {
+
+routing::RoutingPolicy policy_from_config(const config::RouterConfig& cfg) {
+  routing::RoutingPolicy p;
+  p.kind = routing::parse_policy_kind(cfg.policy).value_or(routing::PolicyKind::kKv);
+  const auto& w = cfg.routing.weights;
+  auto& s = p.weights;
+  s.block_bytes = cfg.routing.block_bytes;
+  const double tokens_per_block = s.block_bytes / s.bytes_per_token;
+  // prefill_ms_per_block is a cost per block; the core wants a speed in tokens per second.
+  s.prefill_tokens_per_s =
+      w.prefill_ms_per_block > 0 ? tokens_per_block / (w.prefill_ms_per_block / 1000.0) : 1e12;
+  s.queue_seconds = w.queue_ms_per_request / 1000.0;
+  s.running_seconds = w.running_ms_per_request / 1000.0;
+  // The config documents KV pressure as "added at 100% KV use, linear below": a knee at 0.
+  s.kv_knee = 0.0;
+  s.kv_pressure_seconds = w.kv_pressure_ms / 1000.0;
+  s.watt_penalty_seconds = w.power_penalty_ms / 1000.0;
+  s.credit.ram = static_cast<float>(w.ram_tier_credit);
+  s.credit.ssd = static_cast<float>(w.ssd_tier_credit);
+  p.temperature_s = w.temperature / 1000.0;
+  const auto& g = cfg.routing.load_guard;
+  p.guard.max_queue_depth = g.max_queue_depth;
+  p.guard.max_kv_used = g.max_kv_used;
+  p.guard.spread_abs = g.spread_min_gap;
+  p.guard.spread_rel = g.spread_ratio;
+  return p;
+}
+
+routing::IndexConfig index_from_config(const config::RouterConfig& cfg) {
+  routing::IndexConfig c;
+  c.optimistic_ttl = static_cast<Nanos>(cfg.routing.index_ttl_s) * kNanosPerSecond;
+  return c;
+}
+
+std::string describe_policy_change(const routing::RoutingPolicy& a, const routing::RoutingPolicy& b) {
+  std::string out;
+  auto add = [&](std::string_view name, const auto& x, const auto& y) {
+    if (x != y) {
+      if (!out.empty()) {
+        out += ", ";
+      }
+      out += fmt::format("{} {} -> {}", name, x, y);
+    }
+  };
+  add("policy", routing::to_string(a.kind), routing::to_string(b.kind));
+  add("prefill_tokens_per_s", a.weights.prefill_tokens_per_s, b.weights.prefill_tokens_per_s);
+  add("queue_seconds", a.weights.queue_seconds, b.weights.queue_seconds);
+  add("running_seconds", a.weights.running_seconds, b.weights.running_seconds);
+  add("kv_pressure_seconds", a.weights.kv_pressure_seconds, b.weights.kv_pressure_seconds);
+  add("watt_penalty_seconds", a.weights.watt_penalty_seconds, b.weights.watt_penalty_seconds);
+  add("ram_credit", a.weights.credit.ram, b.weights.credit.ram);
+  add("ssd_credit", a.weights.credit.ssd, b.weights.credit.ssd);
+  add("block_bytes", a.weights.block_bytes, b.weights.block_bytes);
+  add("temperature_s", a.temperature_s, b.temperature_s);
+  add("max_queue_depth", a.guard.max_queue_depth, b.guard.max_queue_depth);
+  add("max_kv_used", a.guard.max_kv_used, b.guard.max_kv_used);
+  add("spread_abs", a.guard.spread_abs, b.guard.spread_abs);
+  add("spread_rel", a.guard.spread_rel, b.guard.spread_rel);
+  return out;
+}
+
+}  // namespace cgn::router

@@ -1,0 +1,131 @@
+#include "router/router_metrics.h"
+
+namespace cgn::router {
+
+namespace {
+std::vector<double> ttft_buckets() {
+  return {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+}
+std::vector<double> duration_buckets() {
+  return {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+}
+}  // namespace
+
+RouterMetrics::RouterMetrics()
+    : requests_(registry_.counter("cgn_router_requests_total",
+                                  "Gateway requests by model, endpoint and HTTP status.",
+                                  {"model", "endpoint", "code"})),
+      ttft_(registry_.histogram("cgn_router_chat_ttft_seconds",
+                                "Time from request arrival to the first streamed token event relayed.", {},
+                                ttft_buckets())),
+      duration_(registry_.histogram("cgn_router_request_duration_seconds",
+                                    "Whole request duration as the gateway saw it.", {"model", "endpoint"},
+                                    duration_buckets())),
+      generation_tokens_(registry_.counter("cgn_router_generation_tokens_total",
+                                           "Completion tokens reported in upstream usage.", {"model"})),
+      prompt_tokens_(registry_.counter("cgn_router_prompt_tokens_total",
+                                       "Prompt tokens reported in upstream usage.", {"model"})),
+      decision_(registry_.histogram("cgn_router_routing_decision_seconds",
+                                    "Time spent in one routing decision.", {},
+                                    metrics::exponential_buckets(1e-6, 4, 10))),
+      overlap_(registry_.histogram("cgn_router_prefix_overlap_ratio",
+                                   "Share of the request's prefix blocks the chosen node held.", {},
+                                   metrics::linear_buckets(0.1, 0.1, 10))),
+      index_entries_(
+          registry_.gauge("cgn_router_prefix_index_entries", "Entries in the router's prefix index.")),
+      rejections_(registry_.counter("cgn_router_admission_rejections_total", "Requests refused by admission.",
+                                    {"model", "reason"})),
+      retries_(registry_.counter("cgn_router_retries_total",
+                                 "Attempts retried on another node before the first token.",
+                                 {"model", "reason"})),
+      federation_(registry_.counter("cgn_router_federation_forwards_total",
+                                    "Requests forwarded to a federation peer.", {"model", "peer"})),
+      node_info_(registry_.gauge("cgn_cluster_node_info", "One series per node and model (value 1).",
+                                 {"node", "model", "engine", "role", "gpu_name"})),
+      node_up_(registry_.gauge("cgn_cluster_node_up", "1 when the node passes health checks.", {"node"})),
+      node_queue_(registry_.gauge("cgn_cluster_node_queue_depth", "Requests waiting on the node.", {"node"})),
+      node_running_(registry_.gauge("cgn_cluster_node_running", "Requests running on the node.", {"node"})),
+      node_kv_(
+          registry_.gauge("cgn_cluster_node_kv_used_ratio", "KV cache use of the node (0..1).", {"node"})),
+      node_power_(registry_.gauge("cgn_cluster_node_power_watts", "Power draw of the node.", {"node"})),
+      node_limit_(registry_.gauge("cgn_cluster_node_watt_limit", "Soft power limit of the node.", {"node"})),
+      node_cordoned_(registry_.gauge("cgn_cluster_node_cordoned", "1 when the node is cordoned.", {"node"})),
+      tokens_per_watt_(registry_.gauge("cgn_cluster_tokens_per_watt",
+                                       "Generated tokens per second per watt over the last mirror period.")) {
+  // Series with no labels exist from the start, so every family shows in the first scrape.
+  index_entries_.with({}).set(0);
+  tokens_per_watt_.with({}).set(0);
+  (void)ttft_.with({});
+  (void)decision_.with({});
+  (void)overlap_.with({});
+}
+
+void RouterMetrics::request_done(std::string_view model, std::string_view endpoint, unsigned code,
+                                 double seconds) {
+  requests_.with({std::string(model), std::string(endpoint), std::to_string(code)}).inc();
+  duration_.with({std::string(model), std::string(endpoint)}).observe(seconds);
+}
+
+void RouterMetrics::tokens(std::string_view model, double prompt, double generation) {
+  if (prompt > 0) {
+    prompt_tokens_.with({std::string(model)}).add(prompt);
+  }
+  if (generation > 0) {
+    generation_tokens_.with({std::string(model)}).add(generation);
+    generation_sum_.fetch_add(generation, std::memory_order_relaxed);
+  }
+}
+
+double RouterMetrics::generation_tokens_total() const {
+  return generation_sum_.load(std::memory_order_relaxed);
+}
+
+void RouterMetrics::decision(double seconds, double overlap_ratio) {
+  decision_.with({}).observe(seconds);
+  overlap_.with({}).observe(overlap_ratio);
+}
+
+void RouterMetrics::admission_rejected(std::string_view model, std::string_view reason) {
+  rejections_.with({std::string(model), std::string(reason)}).inc();
+}
+
+void RouterMetrics::retry(std::string_view model, std::string_view reason) {
+  retries_.with({std::string(model), std::string(reason)}).inc();
+}
+
+void RouterMetrics::refresh_cluster(const std::vector<NodeSnapshot>& nodes, double tokens_per_watt) {
+  std::lock_guard lock(mirror_mu_);
+  for (auto* f : {&node_info_, &node_up_, &node_queue_, &node_running_, &node_kv_, &node_power_, &node_limit_,
+                  &node_cordoned_}) {
+    f->clear();
+  }
+  double power = 0;
+  for (const auto& n : nodes) {
+    for (const auto& m : n.models) {
+      node_info_.with({n.name, m, n.engine, n.role, n.gpu_name}).set(1);
+    }
+    node_up_.with({n.name}).set(n.up ? 1 : 0);
+    node_queue_.with({n.name}).set(n.queue_depth);
+    node_running_.with({n.name}).set(n.running);
+    node_kv_.with({n.name}).set(n.kv_used_ratio);
+    node_power_.with({n.name}).set(n.power_watts);
+    node_limit_.with({n.name}).set(n.watt_limit);
+    node_cordoned_.with({n.name}).set(n.cordoned ? 1 : 0);
+    power += n.power_watts;
+  }
+  power_total_ = power;
+  tokens_per_watt_.with({}).set(tokens_per_watt);
+}
+
+std::string RouterMetrics::render() {
+  std::lock_guard lock(mirror_mu_);
+  std::string out = registry_.render();
+  out +=
+      "# HELP cgn_cluster_power_watts_total Sum of the power draw the nodes report (a gauge; untyped because "
+      "of its _total name).\n";
+  out += "# TYPE cgn_cluster_power_watts_total untyped\n";
+  out += "cgn_cluster_power_watts_total " + metrics::format_value(power_total_) + "\n";
+  return out;
+}
+
+}  // namespace cgn::router

@@ -1,0 +1,91 @@
+// RouterMetrics: the router's Prometheus families (DESIGN.md §10, dashboard/metric_names.txt),
+// kept apart from the request logic (a "probe"). Label values come only from configuration and
+// live nodes: the gateway maps a model that no node serves to "_unknown" before it gets here.
+//
+// cgn_cluster_power_watts_total is exposed as `untyped`: DESIGN.md fixes the name, but it is a
+// gauge, and promtool's lint rejects a gauge whose name ends in _total. Prometheus stores an
+// untyped sample exactly like a gauge. core/metrics has no untyped family, so render() appends
+// that one family itself.
+//
+// Thread-safety: every method is safe from any thread.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/metrics.h"
+
+namespace cgn::router {
+
+// One node of the cluster mirror (cgn_cluster_node_*).
+struct NodeSnapshot {
+  std::string name;
+  std::vector<std::string> models;
+  std::string engine;
+  std::string role;
+  std::string gpu_name;
+  bool up = false;
+  double queue_depth = 0;
+  double running = 0;
+  double kv_used_ratio = 0;
+  double power_watts = 0;
+  double watt_limit = 0;
+  bool cordoned = false;
+};
+
+class RouterMetrics {
+ public:
+  RouterMetrics();
+
+  metrics::Registry& registry() { return registry_; }
+
+  void request_done(std::string_view model, std::string_view endpoint, unsigned code, double seconds);
+  void ttft(double seconds) { ttft_.with({}).observe(seconds); }
+  void tokens(std::string_view model, double prompt, double generation);
+  void decision(double seconds, double overlap_ratio);
+  void admission_rejected(std::string_view model, std::string_view reason);
+  void retry(std::string_view model, std::string_view reason);
+  void index_entries(double n) { index_entries_.with({}).set(n); }
+
+  // Replaces the cluster mirror with `nodes`; tokens_per_watt is computed by the caller.
+  void refresh_cluster(const std::vector<NodeSnapshot>& nodes, double tokens_per_watt);
+  // Cumulative generation tokens over every model (for tokens_per_watt).
+  double generation_tokens_total() const;
+
+  // The whole exposition (text format 0.0.4).
+  std::string render();
+
+  static constexpr std::string_view kContentType = metrics::Registry::kContentType;
+
+ private:
+  metrics::Registry registry_;
+  metrics::CounterFamily& requests_;
+  metrics::HistogramFamily& ttft_;
+  metrics::HistogramFamily& duration_;
+  metrics::CounterFamily& generation_tokens_;
+  metrics::CounterFamily& prompt_tokens_;
+  metrics::HistogramFamily& decision_;
+  metrics::HistogramFamily& overlap_;
+  metrics::GaugeFamily& index_entries_;
+  metrics::CounterFamily& rejections_;
+  metrics::CounterFamily& retries_;
+  metrics::CounterFamily& federation_;
+  metrics::GaugeFamily& node_info_;
+  metrics::GaugeFamily& node_up_;
+  metrics::GaugeFamily& node_queue_;
+  metrics::GaugeFamily& node_running_;
+  metrics::GaugeFamily& node_kv_;
+  metrics::GaugeFamily& node_power_;
+  metrics::GaugeFamily& node_limit_;
+  metrics::GaugeFamily& node_cordoned_;
+  metrics::GaugeFamily& tokens_per_watt_;
+
+  mutable std::mutex mirror_mu_;  // refresh_cluster vs render: a scrape never sees half a mirror
+  double power_total_ = 0;
+  std::atomic<double> generation_sum_{0};
+};
+
+}  // namespace cgn::router

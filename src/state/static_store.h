@@ -1,0 +1,82 @@
+// StaticStore: the "static" state backend. The nodes come from configuration ([[router.nodes]]
+// or --node flags), are bare OpenAI-compatible engines (or agents), and are polled on a fixed
+// period: GET <base>/health decides health (200 = healthy; anything else, or no answer within
+// the poll timeout, = unhealthy), GET <base>/metrics is mapped through the routing core's
+// scraper (routing/engine_metrics.h) into load and KV use, and GET <base>/v1/models supplies the
+// model list of a node configured without one. A node failing health is reported unhealthy, so
+// it leaves routing, and comes back with the first successful poll.
+//
+// Threads: one thread of its own running one io_context with one HttpClient; every node has a
+// poll loop (a coroutine) on it, so a stalled node never delays another. The sink is called
+// from that thread. stop() cancels the loops and joins the thread.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "state/state_store.h"
+
+namespace cgn::http {
+class HttpClient;
+}
+
+namespace cgn::state {
+
+struct StaticNodeSpec {
+  std::string name;  // unique; empty = the URL's host:port
+  std::string url;   // http(s)://host:port[/base]
+  routing::NodeRole role = routing::NodeRole::kBoth;
+  std::vector<std::string> models;  // empty = learned from GET /v1/models
+  std::string engine = "vllm";      // which /metrics mapping to apply (routing::parse_engine_kind)
+};
+
+struct StaticStoreOptions {
+  std::vector<StaticNodeSpec> nodes;
+  std::chrono::milliseconds interval{1000};      // poll period per node
+  std::chrono::milliseconds poll_timeout{1000};  // connect + answer, per probe
+  size_t max_models_per_node = 256;
+};
+
+// The default node name for a URL: its host:port ("127.0.0.1:8001").
+std::string default_node_name(const NodeEndpoint& endpoint);
+
+class StaticStore final : public StateStore {
+ public:
+  // Validates the node list (URLs, unique names, known engines).
+  static Result<std::unique_ptr<StaticStore>, StateError> create(StaticStoreOptions options);
+  ~StaticStore() override;
+
+  Status<StateError> start(NodeSink sink) override;
+  void stop() override;
+  std::string_view backend() const override { return "static"; }
+
+  // Completed poll rounds over all nodes (tests wait on it).
+  uint64_t polls_completed() const { return polls_.load(std::memory_order_relaxed); }
+
+  struct Node;
+
+ private:
+  explicit StaticStore(StaticStoreOptions options, std::vector<Node> nodes);
+  // One node's poll loop (a member function, not a lambda: the coroutine must not outlive
+  // a closure object).
+  boost::asio::awaitable<void> poll_loop(size_t i);
+
+  StaticStoreOptions options_;
+  std::vector<Node> nodes_;
+  NodeSink sink_;
+  std::unique_ptr<boost::asio::io_context> ctx_;
+  std::unique_ptr<http::HttpClient> client_;
+  std::vector<std::unique_ptr<boost::asio::cancellation_signal>> signals_;
+  std::thread thread_;
+  std::atomic<uint64_t> polls_{0};
+  bool started_ = false;
+};
+
+}  // namespace cgn::state
