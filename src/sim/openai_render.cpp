@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "core/openai_error.h"
@@ -188,6 +189,25 @@ std::string SseStream::on_error(Flavour f, int status, std::string_view message)
   out += "\n\ndata: [DONE]\n\n";
   ++chunks_;
   return out;
+}
+
+std::vector<std::pair<std::string, std::string>> timing_headers(const Completion& c) {
+  auto ms = [](Nanos n) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(n) / 1e6);
+    return std::string(buf);
+  };
+  std::vector<std::pair<std::string, std::string>> h;
+  h.emplace_back("X-Sim-Queue-Ms", ms(c.timing.queue_time()));
+  if (c.timing.first_token >= 0) {
+    h.emplace_back("X-Sim-Ttft-Ms", ms(c.timing.ttft()));
+  }
+  h.emplace_back("X-Sim-E2e-Ms", ms(c.timing.e2e()));
+  h.emplace_back("X-Sim-Cached-Tokens", std::to_string(c.usage.cached_tokens));
+  if (c.transferred_tokens > 0 || c.kv_pull_failed) {
+    h.emplace_back("X-Sim-Transferred-Tokens", std::to_string(c.transferred_tokens));
+  }
+  return h;
 }
 
 std::vector<float> embedding_vector(std::span<const TokenId> tokens, uint32_t dims) {

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sim/engine.h"
@@ -60,6 +61,11 @@ class SseStream {
   bool finished_chunk_sent_ = false;
   uint32_t chunks_ = 0;
 };
+
+// Modelled timings of a finished request as response headers (milliseconds,
+// engine time): X-Sim-Queue-Ms, X-Sim-Ttft-Ms, X-Sim-E2e-Ms, plus
+// X-Sim-Cached-Tokens and, on a P/D decode leg, X-Sim-Transferred-Tokens.
+std::vector<std::pair<std::string, std::string>> timing_headers(const Completion& c);
 
 // A deterministic unit-length embedding of tokens (same tokens, same vector).
 std::vector<float> embedding_vector(std::span<const TokenId> tokens, uint32_t dims);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -192,6 +193,19 @@ TEST(CompletionBody, PrefillAnswerCarriesIntegerBlockIds) {
   ASSERT_TRUE(back.ok());
   EXPECT_TRUE(back->complete_for_pull());
   EXPECT_EQ(*back->remote_block_ids, *p.remote_block_ids);
+}
+
+TEST(TimingHeaders, ReportModelledTimes) {
+  Completion c;
+  c.timing = {1'000'000'000, 1'250'000'000, 1'900'000'000, 2'500'000'000};
+  c.usage.cached_tokens = 64;
+  const auto h = timing_headers(c);
+  std::map<std::string, std::string> m(h.begin(), h.end());
+  EXPECT_EQ(m["X-Sim-Queue-Ms"], "250.000");
+  EXPECT_EQ(m["X-Sim-Ttft-Ms"], "900.000");
+  EXPECT_EQ(m["X-Sim-E2e-Ms"], "1500.000");
+  EXPECT_EQ(m["X-Sim-Cached-Tokens"], "64");
+  EXPECT_EQ(m.count("X-Sim-Transferred-Tokens"), 0u);
 }
 
 TEST(Embeddings, DeterministicUnitVectors) {
