@@ -15,7 +15,4 @@ find_package(PkgConfig REQUIRED)
 # Boost headers only (Asio, Beast): define once for every consumer.
 add_library(cgn_boost INTERFACE)
 target_link_libraries(cgn_boost INTERFACE Boost::headers Threads::Threads)
-target_compile_definitions(cgn_boost INTERFACE
-  BOOST_ASIO_NO_DEPRECATED
-  BOOST_BEAST_USE_STD_STRING_VIEW
-  BOOST_ASIO_HAS_IO_URING_AS_DEFAULT=0)
+target_compile_definitions(cgn_boost INTERFACE BOOST_ASIO_NO_DEPRECATED)
