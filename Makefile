@@ -37,7 +37,7 @@ test-asan: bootstrap
 	@test -f $(ASAN_BUILD)/build.ninja || cmake -S . -B $(ASAN_BUILD) $(CMAKE_GEN) \
 	  -DCMAKE_BUILD_TYPE=Debug -DCGN_SANITIZE=ON -DCGN_BUILD_BENCH=OFF \
 	  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g"
-	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target unit_tests
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
 

@@ -15,6 +15,9 @@ function(cgn_test)
   add_test(NAME ${T_NAME} COMMAND ${T_NAME})
   set_tests_properties(${T_NAME} PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT}
     ENVIRONMENT "CGN_SOURCE_DIR=${CMAKE_SOURCE_DIR};CGN_BIN_DIR=${CMAKE_BINARY_DIR}/bin;CGN_SHARED_DIR=${CMAKE_SOURCE_DIR}/../shared")
+  if(T_LABEL STREQUAL "unit")
+    add_dependencies(unit_tests ${T_NAME})
+  endif()
 endfunction()
 
 # cgn_fuzz(NAME name SOURCES ... LIBS ... CORPUS dir)
@@ -33,6 +36,7 @@ function(cgn_fuzz)
     target_link_libraries(${F_NAME} PRIVATE cgn_fuzz_replay_main)
     add_test(NAME ${F_NAME}_corpus COMMAND ${F_NAME} ${F_CORPUS})
     set_tests_properties(${F_NAME}_corpus PROPERTIES LABELS "unit;fuzz" TIMEOUT 300)
+    add_dependencies(unit_tests ${F_NAME})
   endif()
 endfunction()
 
