@@ -219,6 +219,10 @@ TEST(EtcdClient, fails_fast_while_etcd_is_down_and_recovers_when_it_returns) {
   o.on_reachability_change = [&](bool) { changes.fetch_add(1); };
   auto client = EtcdClient::create(o).value();
   ASSERT_TRUE(client->put("/k", "v").ok());
+  // A kept lease and a key on it must come through the outage too.
+  auto keeper = LeaseKeeper::start(client, LeaseKeeperOptions{.ttl_seconds = 5});
+  ASSERT_TRUE(keeper.ok()) << keeper.error().message;
+  ASSERT_TRUE(client->put("/leased", "v", (*keeper)->lease_id()).ok());
 
   etcd.kill();
   // Several calls while down: each fails with kUnavailable long before the
@@ -251,6 +255,12 @@ TEST(EtcdClient, fails_fast_while_etcd_is_down_and_recovers_when_it_returns) {
   EXPECT_EQ(client->get("/k")->kvs.at(0).value, "v");
   EXPECT_TRUE(client->reachable());
   EXPECT_EQ(changes.load(), 2);
+
+  // The keeper reconnects on its own and renews the same lease.
+  const uint64_t acked = (*keeper)->keepalives_acked();
+  ASSERT_TRUE(cgn::testing::wait_until([&] { return (*keeper)->keepalives_acked() > acked; }, 15s));
+  EXPECT_NE((*keeper)->lease_id(), 0);
+  EXPECT_EQ(client->get("/leased")->kvs.size(), 1u);
 }
 
 TEST(EtcdClient, fails_over_to_a_working_endpoint) {
