@@ -1,0 +1,357 @@
+#include "bench_harness/cluster_sim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <unordered_map>
+
+#include "core/digest.h"
+#include "routing/engine_metrics.h"
+#include "routing/router_core.h"
+#include "sim/engine.h"
+#include "sim/kv_cache.h"
+#include "sim/metrics_render.h"
+#include "sim/tokenizer.h"
+
+namespace cgn::bench {
+namespace {
+
+double seconds(Nanos n) { return static_cast<double>(n) * 1e-9; }
+
+// Nearest-rank percentile of a sorted sample (0 when empty).
+double percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) {
+    return 0;
+  }
+  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+double mean(const std::vector<double>& v) {
+  if (v.empty()) {
+    return 0;
+  }
+  double s = 0;
+  for (double x : v) {
+    s += x;
+  }
+  return s / static_cast<double>(v.size());
+}
+
+Nanos span_of(const Workload& w) {
+  return w.requests.empty() ? 0 : w.requests.back().arrival - w.requests.front().arrival;
+}
+
+// One request the router dispatched and the engine has not finished.
+struct Pending {
+  size_t index = 0;  // into the workload
+  routing::DispatchTicket ticket;
+  Nanos first_token = -1;
+};
+
+}  // namespace
+
+double request_demand_s(const sim::NodeModel& m, uint32_t input_tokens, uint32_t output_tokens) {
+  const double prefill = seconds(m.idle_ttft(input_tokens, 0));
+  const double per_token_ns = m.decode_ns_per_seq + m.decode_attention_ns_per_context_token *
+                                                        (static_cast<double>(input_tokens) + output_tokens / 2.0);
+  return prefill + static_cast<double>(output_tokens > 0 ? output_tokens - 1 : 0) * per_token_ns * 1e-9;
+}
+
+double offered_demand_s(const Workload& w, const sim::NodeModel& m) {
+  double d = 0;
+  for (const auto& r : w.requests) {
+    d += request_demand_s(m, r.input_tokens(), r.output_tokens);
+  }
+  return d;
+}
+
+LoadLevel load_level(const Workload& w, const ClusterConfig& c, double utilisation) {
+  LoadLevel l;
+  l.utilisation = utilisation;
+  const double demand = offered_demand_s(w, c.node_model);
+  const double span = seconds(span_of(w));
+  if (span <= 0 || demand <= 0 || utilisation <= 0 || c.nodes == 0) {
+    return l;
+  }
+  const double new_span = demand / (utilisation * static_cast<double>(c.nodes));
+  l.time_scale = new_span / span;
+  l.rate_rps = static_cast<double>(w.requests.size()) / new_span;
+  return l;
+}
+
+PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::PolicyKind policy,
+                        const ClusterConfig& c) {
+  PolicyResult res;
+  res.policy = std::string(routing::to_string(policy));
+  res.requests = w.requests.size();
+  res.per_node_requests.assign(c.nodes, 0);
+
+  ManualClock clock(0);
+  routing::RoutingPolicy rp;  // the documented defaults, unchanged
+  rp.kind = policy;
+  routing::RoutingCore core(clock, rp, routing::IndexConfig{}, c.seed);
+
+  // Engines and the router's view of them.
+  std::vector<std::unique_ptr<sim::Engine>> engines;
+  std::vector<Nanos> busy(c.nodes, 0);
+  std::vector<std::string> ids;
+  std::vector<routing::NodeIndex> node_of(c.nodes, routing::kNoNode);
+  std::vector<Nanos> next_scrape(c.nodes, 0);
+  std::vector<std::unordered_map<sim::RequestHandle, Pending>> pending(c.nodes);
+  sim::MetricsContext mctx;
+  mctx.model_name = c.model_name;
+  routing::MapperOptions mopt;
+  mopt.model = c.model_name;
+  for (uint32_t i = 0; i < c.nodes; ++i) {
+    sim::EngineConfig ec;
+    ec.model = c.node_model;
+    ec.engine_id = "sim-node-" + std::to_string(i);
+    Nanos* acc = &busy[i];
+    ec.on_step = [acc](const sim::StepInfo& s) { *acc += s.end - s.start; };
+    engines.push_back(std::make_unique<sim::Engine>(std::move(ec)));
+    ids.push_back("node-" + std::to_string(i));
+    routing::NodeUpdate reg;  // the static node list the gateway starts from
+    reg.address = "sim://" + ids.back();
+    reg.models = std::vector<std::string>{c.model_name};
+    reg.engine = "vllm";
+    reg.health = routing::Health::kHealthy;
+    node_of[i] = core.upsert_node(ids.back(), reg, routing::UpdateSource::kStatic);
+    next_scrape[i] = 0;
+  }
+  auto scrape = [&](uint32_t i, Nanos now) {
+    const std::string text = sim::render_metrics(sim::Flavour::kVllm, *engines[i], mctx);
+    auto m = routing::scrape_engine_metrics(routing::EngineKind::kVllm, text, mopt);
+    routing::NodeUpdate u;
+    if (m.ok()) {
+      u = routing::to_node_update(*m);
+      u.health = routing::Health::kHealthy;
+    } else {
+      u.health = routing::Health::kUnhealthy;
+    }
+    (void)core.upsert_node(ids[i], u, routing::UpdateSource::kScrape);
+    // Node i polls at phase_i + k * interval (independent timers, as live).
+    const Nanos phase = c.scrape_interval * static_cast<Nanos>(i) / static_cast<Nanos>(c.nodes);
+    next_scrape[i] = now < phase ? phase : phase + ((now - phase) / c.scrape_interval + 1) * c.scrape_interval;
+  };
+
+  const Nanos t0 = w.requests.empty() ? 0 : w.requests.front().arrival;
+  std::vector<Nanos> arrival(w.requests.size());
+  for (size_t k = 0; k < w.requests.size(); ++k) {
+    arrival[k] = static_cast<Nanos>(std::llround(static_cast<double>(w.requests[k].arrival - t0) * level.time_scale));
+  }
+
+  std::vector<double> ttft;
+  std::vector<double> itl;
+  std::vector<double> e2e;
+  ttft.reserve(w.requests.size());
+  uint64_t good = 0;
+  uint64_t output_tokens = 0;
+  Nanos last_done = 0;
+  size_t cursor = 0;
+  size_t outstanding = 0;
+  std::string prompt;
+  std::vector<Digest> digests;
+  const Digest seed = make_digest_seed(DigestSeedFields{kDigestFormatVersion, c.model_name, {}});
+  std::vector<sim::Event> events;
+  routing::Decision decision;
+
+  auto arrive = [&](size_t k, Nanos now) {
+    const WorkRequest& wr = w.requests[k];
+    build_prompt(w, wr, prompt);
+    digests.clear();
+    compute_prefix_digests(seed, prompt, core.policy().weights.block_bytes, digests, 8192);
+    routing::RouteRequest rr;
+    rr.model = c.model_name;
+    rr.digests = digests;
+    rr.prompt_tokens = static_cast<uint64_t>(static_cast<double>(prompt.size()) / 4.0);  // as the gateway
+    rr.session_key = wr.session_key;
+    auto st = core.decide_into(rr, decision);
+    if (!st.ok()) {
+      if (st.error().code == routing::RouteError::kAllOverloaded) {
+        ++res.shed;
+      } else {
+        ++res.errors;
+      }
+      return;
+    }
+    res.guarded_out += decision.guarded_out > 0 ? 1 : 0;
+    std::vector<sim::TokenId> tokens = sim::encode(prompt);
+    for (const auto& cand : decision.ranked) {
+      uint32_t i = 0;
+      while (i < c.nodes && node_of[i] != cand.node) {
+        ++i;
+      }
+      if (i == c.nodes) {
+        continue;
+      }
+      sim::Request req;
+      req.external_id = std::to_string(k);
+      req.prompt = tokens;
+      req.max_tokens = wr.output_tokens;
+      req.stream = true;
+      req.ignore_eos = true;
+      req.want_text = false;
+      auto h = engines[i]->add_request(std::move(req), now);
+      if (!h.ok()) {
+        if (h.error().code == sim::EngineError::kQueueFull) {
+          continue;  // the gateway fails over on 429
+        }
+        ++res.errors;
+        return;
+      }
+      Pending p;
+      p.index = k;
+      p.ticket = core.record_dispatch(cand.node, rr);
+      pending[i].emplace(*h, p);
+      ++res.per_node_requests[i];
+      ++outstanding;
+      return;
+    }
+    ++res.errors;  // every ranked node refused it
+  };
+
+  auto handle_events = [&](uint32_t i) {
+    events.clear();
+    engines[i]->take_events(events);
+    for (auto& ev : events) {
+      auto it = pending[i].find(ev.handle);
+      if (it == pending[i].end()) {
+        continue;
+      }
+      Pending& p = it->second;
+      if (ev.kind == sim::EventKind::kToken && ev.token_index == 0) {
+        p.first_token = ev.time;
+        core.record_first_token(p.ticket);
+      } else if (ev.kind == sim::EventKind::kFinished) {
+        core.record_completion(p.ticket);
+        const sim::Completion& comp = *ev.completion;
+        if (comp.reason == sim::FinishReason::kError || comp.reason == sim::FinishReason::kAbort ||
+            p.first_token < 0) {
+          ++res.errors;
+        } else {
+          ++res.completed;
+          const Nanos arr = arrival[p.index];
+          const double t = seconds(p.first_token - arr);
+          ttft.push_back(t);
+          e2e.push_back(seconds(ev.time - arr));
+          const uint32_t n = comp.usage.completion_tokens;
+          const double per_tok = n > 1 ? seconds(ev.time - p.first_token) / (n - 1) : 0.0;
+          itl.push_back(per_tok);
+          good += (t <= c.slo_ttft_s && per_tok <= c.slo_itl_s) ? 1 : 0;
+          output_tokens += n;
+          res.prompt_tokens += comp.usage.prompt_tokens;
+          res.cached_tokens += comp.usage.cached_tokens;
+        }
+        last_done = std::max(last_done, ev.time);
+        pending[i].erase(it);
+        --outstanding;
+      }
+    }
+  };
+
+  for (;;) {
+    if (cursor == w.requests.size() && outstanding == 0) {
+      break;
+    }
+    Nanos te = sim::kNever;
+    uint32_t ei = 0;
+    for (uint32_t i = 0; i < c.nodes; ++i) {
+      const Nanos n = engines[i]->next_event_time();
+      if (n < te) {
+        te = n;
+        ei = i;
+      }
+    }
+    Nanos ts = sim::kNever;
+    uint32_t si = 0;
+    for (uint32_t i = 0; i < c.nodes; ++i) {
+      if (next_scrape[i] < ts) {
+        ts = next_scrape[i];
+        si = i;
+      }
+    }
+    const Nanos ta = cursor < w.requests.size() ? arrival[cursor] : sim::kNever;
+    if (te <= ts && te <= ta) {
+      clock.set(te);
+      engines[ei]->advance_to(te);
+      handle_events(ei);
+    } else if (ts <= ta) {
+      clock.set(ts);
+      scrape(si, ts);
+    } else {
+      clock.set(ta);
+      arrive(cursor, ta);
+      ++cursor;
+      // A refused request leaves the engine's queue untouched; accepted ones wake it.
+    }
+  }
+
+  std::sort(ttft.begin(), ttft.end());
+  std::sort(itl.begin(), itl.end());
+  std::sort(e2e.begin(), e2e.end());
+  res.ttft_p50_s = percentile(ttft, 50);
+  res.ttft_p90_s = percentile(ttft, 90);
+  res.ttft_p99_s = percentile(ttft, 99);
+  res.ttft_mean_s = mean(ttft);
+  res.itl_p50_s = percentile(itl, 50);
+  res.itl_p90_s = percentile(itl, 90);
+  res.itl_mean_s = mean(itl);
+  res.e2e_p50_s = percentile(e2e, 50);
+  res.makespan_s = seconds(last_done);
+  if (res.makespan_s > 0) {
+    res.goodput_rps = static_cast<double>(good) / res.makespan_s;
+    res.output_tok_s = static_cast<double>(output_tokens) / res.makespan_s;
+  }
+  res.hit_rate =
+      res.prompt_tokens == 0 ? 0 : static_cast<double>(res.cached_tokens) / static_cast<double>(res.prompt_tokens);
+  Nanos busy_sum = 0;
+  Nanos busy_max = 0;
+  for (Nanos b : busy) {
+    busy_sum += b;
+    busy_max = std::max(busy_max, b);
+  }
+  res.busy_mean_s = seconds(busy_sum) / static_cast<double>(std::max<uint32_t>(c.nodes, 1));
+  res.busy_max_s = seconds(busy_max);
+  res.imbalance = res.busy_mean_s > 0 ? res.busy_max_s / res.busy_mean_s : 0;
+  res.utilisation = res.makespan_s > 0 ? res.busy_mean_s / res.makespan_s : 0;
+  return res;
+}
+
+double ideal_hit_rate(const Workload& w, const ClusterConfig& c) {
+  const sim::NodeModel& m = c.node_model;
+  sim::BlockPool pool(c.nodes * m.num_gpu_blocks);
+  const uint32_t bs = m.block_size;
+  std::string prompt;
+  std::vector<sim::BlockHash> hashes;
+  std::vector<sim::BlockId> blocks;
+  uint64_t hit_tokens = 0;
+  uint64_t prompt_tokens = 0;
+  for (const auto& r : w.requests) {
+    build_prompt(w, r, prompt);
+    const std::vector<sim::TokenId> tokens = sim::encode(prompt);
+    const auto n = static_cast<uint32_t>(tokens.size());
+    if (n == 0 || static_cast<uint64_t>(n) + r.output_tokens > m.max_model_len) {
+      continue;  // the engines refuse these too
+    }
+    hashes.clear();
+    sim::extend_block_hashes(tokens, bs, hashes);
+    blocks.clear();
+    // vLLM always computes the last prompt token, as the engine does.
+    const uint32_t max_hit = (n - 1) / bs;
+    const uint32_t hit = pool.acquire_cached_prefix(
+        std::span<const sim::BlockHash>(hashes).first(std::min<size_t>(hashes.size(), max_hit)), max_hit, blocks);
+    const uint32_t need = (n + bs - 1) / bs - hit;
+    if (pool.allocate(need, blocks)) {
+      for (size_t b = hit; b < hashes.size(); ++b) {
+        pool.cache_block(blocks[b], hashes[b]);
+      }
+    }
+    pool.release(blocks);
+    hit_tokens += static_cast<uint64_t>(hit) * bs;
+    prompt_tokens += n;
+  }
+  return prompt_tokens == 0 ? 0 : static_cast<double>(hit_tokens) / static_cast<double>(prompt_tokens);
+}
+
+}  // namespace cgn::bench

@@ -1,0 +1,91 @@
+// The deterministic cluster simulator (issue #8, `cgn-bench sim`): replays a workload in
+// virtual time against N simulated engines (sim::Engine, the default node model unchanged),
+// with the routing core (routing::RoutingCore) making every decision on the same digests,
+// index, score and load guard as the gateway. Node state reaches the router the way it does
+// live: every scrape_interval each engine's vLLM /metrics text is rendered
+// (sim::render_metrics), parsed by the router's scraper (routing::scrape_engine_metrics) and
+// applied as a NodeUpdate, so between scrapes the router sees stale load, exactly as live.
+// The router records dispatch, first token and completion as the gateway does.
+//
+// No sockets, no wall clock, no threads: the same inputs give the same numbers.
+//
+// Thread safety: every function is reentrant; runs share nothing, so callers may run
+// policies on several threads at once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench_harness/workload.h"
+#include "routing/policy.h"
+#include "sim/node_model.h"
+
+namespace cgn::bench {
+
+struct ClusterConfig {
+  uint32_t nodes = 16;
+  sim::NodeModel node_model = sim::default_node_model();
+  std::string model_name = "meta-llama/Llama-3.1-8B-Instruct";
+  // The live router polls each engine's /metrics every second; node i's polls are offset by
+  // i/N of the interval (independent timers).
+  Nanos scrape_interval = kNanosPerSecond;
+  uint64_t seed = 1;  // the routing core's RNG (random policy, ties)
+  // SLO used for goodput.
+  double slo_ttft_s = 2.0;
+  double slo_itl_s = 0.1;
+};
+
+// A workload at one load level: arrivals already scaled.
+struct LoadLevel {
+  double utilisation = 0.85;  // offered round_robin utilisation (see offered_demand_s)
+  double time_scale = 1.0;    // arrival = trace arrival * time_scale
+  double rate_rps = 0;        // resulting mean arrival rate
+};
+
+// The modelled service demand of one request on an idle node with no prefix caching (seconds):
+// its chunked prefill (NodeModel::idle_ttft with nothing cached) plus the marginal cost of its
+// decode steps in a batch (per token: decode_ns_per_seq + context * decode_attention), with
+// the step overhead of decode steps left out (it is shared by the batch).
+double request_demand_s(const sim::NodeModel& m, uint32_t input_tokens, uint32_t output_tokens);
+// Sum over the workload.
+double offered_demand_s(const Workload& w, const sim::NodeModel& m);
+
+// The load level at which the offered demand fills `utilisation` of the cluster over the
+// workload's (rescaled) span: time_scale = sum(demand) / (utilisation * nodes * span).
+LoadLevel load_level(const Workload& w, const ClusterConfig& c, double utilisation);
+
+struct PolicyResult {
+  std::string policy;  // "kv", "round_robin", ...
+  uint64_t requests = 0;
+  uint64_t completed = 0;
+  uint64_t errors = 0;  // the engine refused the request or failed it
+  uint64_t shed = 0;    // the router found no eligible node (load guard)
+  double ttft_p50_s = 0, ttft_p90_s = 0, ttft_p99_s = 0, ttft_mean_s = 0;
+  double itl_p50_s = 0, itl_p90_s = 0, itl_mean_s = 0;  // per request mean inter-token latency
+  double e2e_p50_s = 0;
+  double makespan_s = 0;      // first arrival to last completion
+  double goodput_rps = 0;     // completions meeting both SLOs per second of makespan
+  double output_tok_s = 0;    // generated tokens per second of makespan
+  double hit_rate = 0;        // sum(engine-reported cached tokens) / sum(prompt tokens), served requests
+  double busy_mean_s = 0;     // mean over nodes of the time spent in steps
+  double busy_max_s = 0;
+  double imbalance = 0;       // busy_max / busy_mean
+  double utilisation = 0;     // busy_mean / makespan
+  uint64_t prompt_tokens = 0;
+  uint64_t cached_tokens = 0;
+  uint64_t guarded_out = 0;   // decisions where the load guard removed at least one node
+  std::vector<uint64_t> per_node_requests;
+};
+
+// Runs one policy over the workload at the level; deterministic.
+PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::PolicyKind policy,
+                        const ClusterConfig& c);
+
+// The bound: one ideal node holding the whole cluster's KV (nodes * num_gpu_blocks blocks of
+// the node model, vLLM prefix caching with LRU eviction) replaying every prompt in arrival
+// order, one at a time. Returns hit tokens / prompt tokens, counting requests that fit the
+// model's context like the engines do.
+double ideal_hit_rate(const Workload& w, const ClusterConfig& c);
+
+}  // namespace cgn::bench

@@ -1,0 +1,121 @@
+// cgn-bench: benchmark tools. `cgn-bench sim` is the deterministic cluster simulator
+// (docs/benchmarks.md). Thin main: flags in, bench_harness library does the work.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "bench_harness/report.h"
+
+namespace {
+
+std::vector<cgn::routing::PolicyKind> parse_policies(const std::string& list, bool& ok) {
+  std::vector<cgn::routing::PolicyKind> out;
+  ok = true;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t end = list.find(',', pos);
+    if (end == std::string::npos) {
+      end = list.size();
+    }
+    auto k = cgn::routing::parse_policy_kind(std::string_view(list).substr(pos, end - pos));
+    if (!k) {
+      ok = false;
+      return out;
+    }
+    out.push_back(*k);
+    pos = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cgn-bench: Cognitora benchmarks"};
+  app.require_subcommand(1);
+  auto* sim = app.add_subcommand("sim", "deterministic cluster simulation in virtual time (issue #8)");
+  std::string workload = "conversation";
+  std::string trace;
+  uint32_t nodes = 0;
+  size_t limit = 0;
+  uint64_t seed = 1;
+  unsigned jobs = 1;
+  bool quick = false;
+  std::vector<double> levels;
+  double headline = 0.85;
+  std::string policies = "kv,round_robin,random,least_load,session";
+  std::string out_md;
+  std::string out_json;
+  sim->add_option("-w,--workload", workload,
+                  "conversation | synthetic (Mooncake traces) | llmd | small (shared-prefix presets)");
+  sim->add_option("--trace", trace, "a Mooncake trace file (overrides the workload's default path)");
+  sim->add_option("-n,--nodes", nodes, "simulated engines (default 16 for traces, 8 for presets, 4 with --quick)");
+  sim->add_option("--limit", limit, "replay only the first N requests (0 = all)");
+  sim->add_option("--seed", seed, "routing RNG and synthetic workload seed");
+  sim->add_option("-j,--jobs", jobs, "runs in parallel (results do not depend on it)");
+  sim->add_option("--levels", levels, "round_robin-equivalent utilisations (default 0.5 0.85 1.0)");
+  sim->add_option("--headline", headline, "the level reported against the targets");
+  sim->add_option("--policies", policies, "comma-separated policies");
+  sim->add_flag("--quick", quick, "the first 300 conversation requests on 4 nodes, level 0.85 only");
+  sim->add_option("--md", out_md, "write the markdown report here");
+  sim->add_option("--json", out_json, "write the JSON report here");
+  CLI11_PARSE(app, argc, argv);
+
+  bool ok = false;
+  cgn::bench::SuiteOptions so;
+  so.policies = parse_policies(policies, ok);
+  if (!ok || so.policies.empty()) {
+    std::fprintf(stderr, "cgn-bench: bad --policies '%s'\n", policies.c_str());
+    return 2;
+  }
+  so.jobs = jobs;
+  so.headline = headline;
+  if (quick) {
+    limit = limit == 0 ? 300 : limit;
+    nodes = nodes == 0 ? 4 : nodes;
+    so.levels = {headline};
+  } else if (!levels.empty()) {
+    so.levels = levels;
+  }
+
+  cgn::bench::Workload w;
+  if (workload == "conversation" || workload == "synthetic" || !trace.empty()) {
+    const std::string path = trace.empty() ? cgn::bench::trace_path(workload) : trace;
+    auto loaded = cgn::bench::load_mooncake_trace(path);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "cgn-bench: %s\n", loaded.error().message.c_str());
+      return 1;
+    }
+    w = std::move(*loaded);
+    nodes = nodes == 0 ? 16 : nodes;
+  } else {
+    auto preset = cgn::bench::shared_prefix_preset(workload);
+    if (!preset.ok()) {
+      std::fprintf(stderr, "cgn-bench: %s\n", preset.error().message.c_str());
+      return 2;
+    }
+    w = cgn::bench::make_shared_prefix(*preset, seed);
+    nodes = nodes == 0 ? 8 : nodes;
+  }
+  w = cgn::bench::take_first(w, limit);
+
+  cgn::bench::ClusterConfig cc;
+  cc.nodes = nodes;
+  cc.seed = seed;
+  const auto t0 = std::chrono::steady_clock::now();
+  const cgn::bench::WorkloadReport r = cgn::bench::run_workload(w, cc, so);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const std::string md = cgn::bench::render_markdown(r);
+  std::cout << md;
+  std::fprintf(stderr, "cgn-bench: %zu runs in %.1f s wall\n", so.levels.size() * so.policies.size(), wall);
+  if (!out_md.empty()) {
+    std::ofstream(out_md) << md;
+  }
+  if (!out_json.empty()) {
+    std::ofstream(out_json) << cgn::bench::to_json(r).dump(2) << "\n";
+  }
+  return 0;
+}

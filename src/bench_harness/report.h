@@ -1,0 +1,54 @@
+// Runs every policy of a workload at the fixed load levels and renders the result as markdown
+// and JSON (the numbers of docs/benchmarks.md and bench/results/).
+//
+// Thread safety: run_workload() may use `jobs` threads internally (each run owns its engines
+// and routing core); the functions themselves are reentrant.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_harness/cluster_sim.h"
+#include "routing/policy.h"
+
+namespace cgn::bench {
+
+struct SuiteOptions {
+  // Levels of offered round_robin utilisation. The headline level is reported in full; every
+  // level feeds the throughput figure.
+  std::vector<double> levels = {0.5, 0.85, 1.0};
+  double headline = 0.85;
+  std::vector<routing::PolicyKind> policies = {routing::PolicyKind::kKv, routing::PolicyKind::kRoundRobin,
+                                               routing::PolicyKind::kRandom, routing::PolicyKind::kLeastLoad,
+                                               routing::PolicyKind::kSession};
+  unsigned jobs = 1;  // runs in parallel (each run is single-threaded and deterministic)
+};
+
+struct LevelReport {
+  LoadLevel level;
+  std::vector<PolicyResult> policies;  // in SuiteOptions::policies order
+};
+
+struct WorkloadReport {
+  std::string workload;
+  uint32_t nodes = 0;
+  size_t requests = 0;
+  double mean_input_tokens = 0;
+  double mean_output_tokens = 0;
+  double ideal_hit_rate = 0;
+  std::vector<LevelReport> levels;  // SuiteOptions::levels order
+  size_t headline_index = 0;
+  // Per policy: the highest swept arrival rate (req/s) at which TTFT p90 <= 2 s (0 = none).
+  std::vector<double> throughput_rps;
+};
+
+WorkloadReport run_workload(const Workload& w, const ClusterConfig& c, const SuiteOptions& o);
+
+// The result of one policy at the headline level (nullptr when absent).
+const PolicyResult* find_policy(const WorkloadReport& r, std::string_view policy);
+
+std::string render_markdown(const WorkloadReport& r);
+nlohmann::json to_json(const WorkloadReport& r);
+
+}  // namespace cgn::bench
