@@ -16,7 +16,9 @@
 namespace cgn::bench {
 namespace {
 
-double seconds(Nanos n) { return static_cast<double>(n) * 1e-9; }
+double seconds(Nanos n) {
+  return static_cast<double>(n) * 1e-9;
+}
 
 // Nearest-rank percentile of a sorted sample (0 when empty).
 double percentile(const std::vector<double>& sorted, double p) {
@@ -53,8 +55,9 @@ struct Pending {
 
 double request_demand_s(const sim::NodeModel& m, uint32_t input_tokens, uint32_t output_tokens) {
   const double prefill = seconds(m.idle_ttft(input_tokens, 0));
-  const double per_token_ns = m.decode_ns_per_seq + m.decode_attention_ns_per_context_token *
-                                                        (static_cast<double>(input_tokens) + output_tokens / 2.0);
+  const double per_token_ns =
+      m.decode_ns_per_seq +
+      m.decode_attention_ns_per_context_token * (static_cast<double>(input_tokens) + output_tokens / 2.0);
   return prefill + static_cast<double>(output_tokens > 0 ? output_tokens - 1 : 0) * per_token_ns * 1e-9;
 }
 
@@ -132,13 +135,15 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
     (void)core.upsert_node(ids[i], u, routing::UpdateSource::kScrape);
     // Node i polls at phase_i + k * interval (independent timers, as live).
     const Nanos phase = c.scrape_interval * static_cast<Nanos>(i) / static_cast<Nanos>(c.nodes);
-    next_scrape[i] = now < phase ? phase : phase + ((now - phase) / c.scrape_interval + 1) * c.scrape_interval;
+    next_scrape[i] =
+        now < phase ? phase : phase + ((now - phase) / c.scrape_interval + 1) * c.scrape_interval;
   };
 
   const Nanos t0 = w.requests.empty() ? 0 : w.requests.front().arrival;
   std::vector<Nanos> arrival(w.requests.size());
   for (size_t k = 0; k < w.requests.size(); ++k) {
-    arrival[k] = static_cast<Nanos>(std::llround(static_cast<double>(w.requests[k].arrival - t0) * level.time_scale));
+    arrival[k] =
+        static_cast<Nanos>(std::llround(static_cast<double>(w.requests[k].arrival - t0) * level.time_scale));
   }
 
   std::vector<double> ttft;
@@ -303,8 +308,9 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
     res.goodput_rps = static_cast<double>(good) / res.makespan_s;
     res.output_tok_s = static_cast<double>(output_tokens) / res.makespan_s;
   }
-  res.hit_rate =
-      res.prompt_tokens == 0 ? 0 : static_cast<double>(res.cached_tokens) / static_cast<double>(res.prompt_tokens);
+  res.hit_rate = res.prompt_tokens == 0
+                     ? 0
+                     : static_cast<double>(res.cached_tokens) / static_cast<double>(res.prompt_tokens);
   Nanos busy_sum = 0;
   Nanos busy_max = 0;
   for (Nanos b : busy) {
@@ -340,7 +346,8 @@ double ideal_hit_rate(const Workload& w, const ClusterConfig& c) {
     // vLLM always computes the last prompt token, as the engine does.
     const uint32_t max_hit = (n - 1) / bs;
     const uint32_t hit = pool.acquire_cached_prefix(
-        std::span<const sim::BlockHash>(hashes).first(std::min<size_t>(hashes.size(), max_hit)), max_hit, blocks);
+        std::span<const sim::BlockHash>(hashes).first(std::min<size_t>(hashes.size(), max_hit)), max_hit,
+        blocks);
     const uint32_t need = (n + bs - 1) / bs - hit;
     if (pool.allocate(need, blocks)) {
       for (size_t b = hit; b < hashes.size(); ++b) {

@@ -64,17 +64,17 @@ struct PolicyResult {
   double ttft_p50_s = 0, ttft_p90_s = 0, ttft_p99_s = 0, ttft_mean_s = 0;
   double itl_p50_s = 0, itl_p90_s = 0, itl_mean_s = 0;  // per request mean inter-token latency
   double e2e_p50_s = 0;
-  double makespan_s = 0;      // first arrival to last completion
-  double goodput_rps = 0;     // completions meeting both SLOs per second of makespan
-  double output_tok_s = 0;    // generated tokens per second of makespan
-  double hit_rate = 0;        // sum(engine-reported cached tokens) / sum(prompt tokens), served requests
-  double busy_mean_s = 0;     // mean over nodes of the time spent in steps
+  double makespan_s = 0;    // first arrival to last completion
+  double goodput_rps = 0;   // completions meeting both SLOs per second of makespan
+  double output_tok_s = 0;  // generated tokens per second of makespan
+  double hit_rate = 0;      // sum(engine-reported cached tokens) / sum(prompt tokens), served requests
+  double busy_mean_s = 0;   // mean over nodes of the time spent in steps
   double busy_max_s = 0;
-  double imbalance = 0;       // busy_max / busy_mean
-  double utilisation = 0;     // busy_mean / makespan
+  double imbalance = 0;    // busy_max / busy_mean
+  double utilisation = 0;  // busy_mean / makespan
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;
-  uint64_t guarded_out = 0;   // decisions where the load guard removed at least one node
+  uint64_t guarded_out = 0;  // decisions where the load guard removed at least one node
   std::vector<uint64_t> per_node_requests;
 };
 

@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
   sim->add_option("-w,--workload", workload,
                   "conversation | synthetic (Mooncake traces) | llmd | small (shared-prefix presets)");
   sim->add_option("--trace", trace, "a Mooncake trace file (overrides the workload's default path)");
-  sim->add_option("-n,--nodes", nodes, "simulated engines (default 16 for traces, 8 for presets, 4 with --quick)");
+  sim->add_option("-n,--nodes", nodes,
+                  "simulated engines (default 16 for traces, 8 for presets, 4 with --quick)");
   sim->add_option("--limit", limit, "replay only the first N requests (0 = all)");
   sim->add_option("--seed", seed, "routing RNG and synthetic workload seed");
   sim->add_option("-j,--jobs", jobs, "runs in parallel (results do not depend on it)");

@@ -1,15 +1,20 @@
 #include "bench_harness/report.h"
 
-#include <atomic>
 #include <fmt/format.h>
+
+#include <atomic>
 #include <thread>
 
 namespace cgn::bench {
 namespace {
 
-double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+double ratio(double a, double b) {
+  return b > 0 ? a / b : 0;
+}
 
-std::string yes_no(bool b) { return b ? "met" : "**missed**"; }
+std::string yes_no(bool b) {
+  return b ? "met" : "**missed**";
+}
 
 }  // namespace
 
@@ -88,26 +93,31 @@ const PolicyResult* find_policy(const WorkloadReport& r, std::string_view policy
 
 std::string render_markdown(const WorkloadReport& r) {
   std::string s;
-  s += fmt::format("### {} — {} nodes, {} requests (mean {:.0f} in / {:.0f} out tokens)\n\n", r.workload, r.nodes,
-                   r.requests, r.mean_input_tokens, r.mean_output_tokens);
-  s += fmt::format("Ideal-node bound (one node with the whole cluster's KV, LRU): prefix hit rate **{:.1f}%**.\n\n",
-                   100 * r.ideal_hit_rate);
+  s += fmt::format("### {} — {} nodes, {} requests (mean {:.0f} in / {:.0f} out tokens)\n\n", r.workload,
+                   r.nodes, r.requests, r.mean_input_tokens, r.mean_output_tokens);
+  s += fmt::format(
+      "Ideal-node bound (one node with the whole cluster's KV, LRU): prefix hit rate **{:.1f}%**.\n\n",
+      100 * r.ideal_hit_rate);
   for (size_t li = 0; li < r.levels.size(); ++li) {
     const LevelReport& lr = r.levels[li];
-    s += fmt::format("#### Load {:.2f} (round_robin-equivalent utilisation){}: {:.3f} req/s (arrivals x{:.4f})\n\n",
-                     lr.level.utilisation, li == r.headline_index ? ", headline" : "", lr.level.rate_rps,
-                     lr.level.time_scale);
-    s += "| policy | TTFT p50 s | p90 s | p99 s | ITL p50 ms | ITL p90 ms | goodput req/s | out tok/s | errors | "
+    s += fmt::format(
+        "#### Load {:.2f} (round_robin-equivalent utilisation){}: {:.3f} req/s (arrivals x{:.4f})\n\n",
+        lr.level.utilisation, li == r.headline_index ? ", headline" : "", lr.level.rate_rps,
+        lr.level.time_scale);
+    s += "| policy | TTFT p50 s | p90 s | p99 s | ITL p50 ms | ITL p90 ms | goodput req/s | out tok/s | "
+         "errors | "
          "shed | hit rate | hit / ideal | imbalance | busy | guarded |\n";
     s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& p : lr.policies) {
       const double n = static_cast<double>(std::max<uint64_t>(p.requests, 1));
       s += fmt::format(
-          "| {} | {:.3f} | {:.3f} | {:.3f} | {:.1f} | {:.1f} | {:.3f} | {:.0f} | {:.2f}% | {:.2f}% | {:.1f}% | {:.2f} | "
+          "| {} | {:.3f} | {:.3f} | {:.3f} | {:.1f} | {:.1f} | {:.3f} | {:.0f} | {:.2f}% | {:.2f}% | {:.1f}% "
+          "| {:.2f} | "
           "{:.2f} | {:.2f} | {} |\n",
-          p.policy, p.ttft_p50_s, p.ttft_p90_s, p.ttft_p99_s, 1e3 * p.itl_p50_s, 1e3 * p.itl_p90_s, p.goodput_rps,
-          p.output_tok_s, 100.0 * static_cast<double>(p.errors) / n, 100.0 * static_cast<double>(p.shed) / n,
-          100 * p.hit_rate, ratio(p.hit_rate, r.ideal_hit_rate), p.imbalance, p.utilisation, p.guarded_out);
+          p.policy, p.ttft_p50_s, p.ttft_p90_s, p.ttft_p99_s, 1e3 * p.itl_p50_s, 1e3 * p.itl_p90_s,
+          p.goodput_rps, p.output_tok_s, 100.0 * static_cast<double>(p.errors) / n,
+          100.0 * static_cast<double>(p.shed) / n, 100 * p.hit_rate, ratio(p.hit_rate, r.ideal_hit_rate),
+          p.imbalance, p.utilisation, p.guarded_out);
     }
     s += "\n";
   }
@@ -136,13 +146,15 @@ std::string render_markdown(const WorkloadReport& r) {
     const double kv_hit_ratio = ratio(kv->hit_rate, r.ideal_hit_rate);
     const double p50_gain = ratio(rr->ttft_p50_s, kv->ttft_p50_s);
     const double p90_gain = ratio(rnd->ttft_p90_s, kv->ttft_p90_s);
-    s += "#### kv against the issue #8 targets (headline level)\n\n| measure | value | target | |\n|---|---:|---:|---|\n";
+    s += "#### kv against the issue #8 targets (headline level)\n\n| measure | value | target | "
+         "|\n|---|---:|---:|---|\n";
     s += fmt::format("| kv hit rate / ideal bound | {:.2f} | >= 0.90 (Mooncake) | {} |\n", kv_hit_ratio,
                      yes_no(kv_hit_ratio >= 0.9));
     s += fmt::format("| TTFT p50 round_robin / kv | {:.2f}x | >= 5x (Mooncake) | {} |\n", p50_gain,
                      yes_no(p50_gain >= 5));
-    s += fmt::format("| errors + shed, kv vs round_robin | {} vs {} | kv <= rr | {} |\n", kv->errors + kv->shed,
-                     rr->errors + rr->shed, yes_no(kv->errors + kv->shed <= rr->errors + rr->shed));
+    s += fmt::format("| errors + shed, kv vs round_robin | {} vs {} | kv <= rr | {} |\n",
+                     kv->errors + kv->shed, rr->errors + rr->shed,
+                     yes_no(kv->errors + kv->shed <= rr->errors + rr->shed));
     s += fmt::format("| kv imbalance (max/mean busy) | {:.2f} | <= 1.3 (Mooncake) | {} |\n", kv->imbalance,
                      yes_no(kv->imbalance <= 1.3));
     s += fmt::format("| TTFT p90 random / kv | {:.2f}x | >= 20x (shared-prefix) | {} |\n", p90_gain,

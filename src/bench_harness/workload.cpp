@@ -1,9 +1,10 @@
 #include "bench_harness/workload.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -13,7 +14,7 @@
 namespace cgn::bench {
 namespace {
 
-constexpr uint64_t kMooncakeSalt = 0x6d6f6f6e63616b65ULL;  // "mooncake"
+constexpr uint64_t kMooncakeSalt = 0x6d6f6f6e63616b65ULL;   // "mooncake"
 constexpr uint64_t kSyntheticSalt = 0x7368617265647078ULL;  // "sharedpx"
 
 Error<TraceError> line_error(TraceError code, size_t line, const std::string& what) {
@@ -78,7 +79,8 @@ void build_prompt(const Workload& w, const WorkRequest& r, std::string& out) {
 Result<Workload, TraceError> parse_mooncake_trace(std::string_view text, std::string name,
                                                   const TraceLimits& limits) {
   if (text.size() > limits.max_bytes) {
-    return make_error(TraceError::kLimit, "trace is larger than " + std::to_string(limits.max_bytes) + " bytes");
+    return make_error(TraceError::kLimit,
+                      "trace is larger than " + std::to_string(limits.max_bytes) + " bytes");
   }
   Workload w;
   w.name = std::move(name);
@@ -95,13 +97,15 @@ Result<Workload, TraceError> parse_mooncake_trace(std::string_view text, std::st
     pos = end + 1;
     ++line_no;
     if (line_no > limits.max_lines) {
-      return make_error(TraceError::kLimit, "trace has more than " + std::to_string(limits.max_lines) + " lines");
+      return make_error(TraceError::kLimit,
+                        "trace has more than " + std::to_string(limits.max_lines) + " lines");
     }
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) {
       continue;
     }
     if (line.size() > limits.max_line_bytes) {
-      return line_error(TraceError::kLimit, line_no, "line longer than " + std::to_string(limits.max_line_bytes));
+      return line_error(TraceError::kLimit, line_no,
+                        "line longer than " + std::to_string(limits.max_line_bytes));
     }
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) {
@@ -122,7 +126,8 @@ Result<Workload, TraceError> parse_mooncake_trace(std::string_view text, std::st
     auto ids = j.find("hash_ids");
     const uint64_t want_blocks = (in + kBlockTokens - 1) / kBlockTokens;
     if (ids == j.end() || !ids->is_array() || ids->size() != want_blocks) {
-      return line_error(TraceError::kParse, line_no, "hash_ids must be an array of ceil(input_length/512) ids");
+      return line_error(TraceError::kParse, line_no,
+                        "hash_ids must be an array of ceil(input_length/512) ids");
     }
     WorkRequest r;
     r.arrival = static_cast<Nanos>(ts) * kNanosPerMilli;
