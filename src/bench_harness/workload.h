@@ -21,7 +21,7 @@
 namespace cgn::bench {
 
 // One block of prompt text: kBlockBytes bytes (512 tokens at the simulator's 4 bytes/token),
-// lowercase words and spaces, ending with '\n' so the simulator's tokenizer, which cuts per
+// three-letter lowercase words and spaces, ending with '\n' so the simulator's tokenizer, which cuts per
 // line, tokenises a shared prefix identically whatever follows it.
 inline constexpr uint32_t kBlockBytes = 2048;
 inline constexpr uint32_t kBytesPerToken = 4;
