@@ -1,0 +1,729 @@
+// Gateway integration tests: a real Gateway on 127.0.0.1 (port 0) in front of in-process
+// FakeEngines, real HTTP both ways, synchronised with wait_until and the engines' counters.
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_future.hpp>
+#include <cstdlib>
+#include <functional>
+#include <future>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+
+#include "core/http/client.h"
+#include "router/fake_engine.h"
+#include "router/gateway.h"
+#include "state/static_store.h"
+#include "testing/process.h"
+
+namespace cgn::router {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeEngine;
+namespace asio = boost::asio;
+
+template <class T>
+asio::awaitable<std::optional<T>> wrap(asio::awaitable<T> aw) {
+  co_return co_await std::move(aw);
+}
+
+template <class T>
+T run_on(asio::io_context& ctx, asio::awaitable<T> aw) {
+  // Runs handlers until this coroutine is done: an open stream keeps the client's deadline
+  // sweeper ticking, so the context would never run out of work by itself.
+  auto fut = asio::co_spawn(ctx, wrap(std::move(aw)), asio::use_future);
+  ctx.restart();
+  while (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    ctx.run_one_for(std::chrono::milliseconds(100));
+  }
+  return *fut.get();
+}
+
+struct Reply {
+  unsigned status = 0;
+  http::Fields headers;
+  std::string body;
+  std::vector<std::string> events;  // SSE data fields, in order
+  bool failed = false;              // transport error
+  std::string header(std::string_view name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? std::string() : std::string(it->value());
+  }
+  nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
+};
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// A blocking client over HttpClient, on its own io_context.
+class Client {
+ public:
+  explicit Client(uint16_t port) : port_(port) {}
+
+  http::Request make(http::Verb verb, std::string target, std::string body, const Headers& headers) {
+    http::Request req{verb, std::move(target), 11};
+    for (const auto& [k, v] : headers) {
+      req.set(k, v);
+    }
+    if (verb == http::Verb::post) {
+      req.set(http::Field::content_type, "application/json");
+    }
+    req.body() = std::move(body);
+    req.prepare_payload();
+    return req;
+  }
+
+  Reply send(http::Verb verb, std::string target, std::string body = "", const Headers& headers = {}) {
+    auto res = run_on(ctx_, client_.send(up(), make(verb, std::move(target), std::move(body), headers)));
+    Reply r;
+    if (!res) {
+      r.failed = true;
+      return r;
+    }
+    r.status = res->result_int();
+    r.headers = res->base();
+    r.body = res->body();
+    return r;
+  }
+  Reply post(std::string target, std::string body, const Headers& headers = {}) {
+    return send(http::Verb::post, std::move(target), std::move(body), headers);
+  }
+  Reply get(std::string target, const Headers& headers = {}) { return send(http::Verb::get, std::move(target), "", headers); }
+
+  // A streaming request read to the end, event by event.
+  Reply stream(std::string target, std::string body, const Headers& headers = {}) {
+    Reply r;
+    auto s = open(std::move(target), std::move(body), headers);
+    if (!s) {
+      r.failed = true;
+      return r;
+    }
+    r.status = s->status();
+    r.headers = s->headers();
+    for (;;) {
+      auto ev = run_on(ctx_, s->next_event());
+      if (!ev) {
+        r.failed = true;
+        break;
+      }
+      if (!ev->has_value()) {
+        break;
+      }
+      r.events.push_back((*ev)->data);
+    }
+    return r;
+  }
+
+  std::optional<http::ClientStream> open(std::string target, std::string body, const Headers& headers = {}) {
+    auto s = run_on(ctx_, client_.stream(up(), make(http::Verb::post, std::move(target), std::move(body), headers)));
+    if (!s) {
+      return std::nullopt;
+    }
+    return std::move(*s);
+  }
+  std::optional<std::string> next_event(http::ClientStream& s) {
+    auto ev = run_on(ctx_, s.next_event());
+    if (!ev || !ev->has_value()) {
+      return std::nullopt;
+    }
+    return (*ev)->data;
+  }
+
+ private:
+  http::Upstream up() const { return http::Upstream{"127.0.0.1", port_, false}; }
+  uint16_t port_;
+  asio::io_context ctx_;
+  http::HttpClient client_{ctx_};
+};
+
+std::string chat_body(const std::string& content, bool stream = false, const std::string& model = "test-model") {
+  nlohmann::json j = {{"model", model}, {"messages", {{{"role", "user"}, {"content", content}}}}};
+  if (stream) {
+    j["stream"] = true;
+  }
+  return j.dump();
+}
+
+std::string random_text(std::mt19937_64& rng, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += static_cast<char>('a' + rng() % 26);
+  }
+  return s;
+}
+
+struct ClusterOptions {
+  int nodes = 2;
+  std::chrono::milliseconds poll{50};
+  std::function<void(config::RouterConfig&)> tweak;
+  ApiKeys keys;
+  std::string dashboard_dir;
+};
+
+// N fake engines named n0..n{N-1} behind one gateway, all healthy before the test starts.
+class Cluster {
+ public:
+  explicit Cluster(ClusterOptions o = {}) {
+    state::StaticStoreOptions so;
+    so.interval = o.poll;
+    so.poll_timeout = 500ms;
+    for (int i = 0; i < o.nodes; ++i) {
+      std::string name = "n";
+      name += std::to_string(i);
+      auto e = std::make_unique<FakeEngine>(name);
+      EXPECT_NE(e->start(), 0);
+      so.nodes.push_back(state::StaticNodeSpec{e->name(), e->url()});
+      engines_.push_back(std::move(e));
+    }
+    auto store = state::StaticStore::create(so);
+    EXPECT_TRUE(store.ok());
+    store_ = store->get();
+    GatewayOptions go;
+    go.router.listen = "127.0.0.1:0";
+    go.router.timeouts.connect_ms = 500;
+    go.router.timeouts.first_token_ms = 5000;
+    go.router.timeouts.idle_ms = 5000;
+    go.threads = 2;
+    go.dashboard_dir = o.dashboard_dir;
+    go.seed = 7;
+    if (o.tweak) {
+      o.tweak(go.router);
+    }
+    gateway_ = std::make_unique<Gateway>(go, std::move(*store), std::move(o.keys));
+    auto port = gateway_->start();
+    EXPECT_TRUE(port.ok()) << (port.ok() ? "" : port.error().message);
+    port_ = port.ok() ? *port : 0;
+    const size_t n = engines_.size();
+    EXPECT_TRUE(cgn::testing::wait_until([&] { return gateway_->healthy_nodes() == n; }, 10s));
+  }
+  ~Cluster() {
+    gateway_->stop(0ms);
+    for (auto& e : engines_) {
+      e->stop();
+    }
+  }
+
+  FakeEngine& engine(std::string_view name) {
+    for (auto& e : engines_) {
+      if (e->name() == name) {
+        return *e;
+      }
+    }
+    ADD_FAILURE() << "no engine " << name;
+    return *engines_.front();
+  }
+  FakeEngine& engine(size_t i) { return *engines_[i]; }
+  // Waits until every node has been polled at least twice more (a knob change is visible).
+  void wait_polls() {
+    const uint64_t target = store_->polls_completed() + 2 * engines_.size();
+    EXPECT_TRUE(cgn::testing::wait_until([&] { return store_->polls_completed() >= target; }, 10s));
+  }
+  Gateway& gateway() { return *gateway_; }
+  uint16_t port() const { return port_; }
+  double metric(const std::string& series) {
+    const std::string text = gateway_->render_metrics();
+    std::string key = "\n";
+    key.append(series).append(" ");
+    const size_t at = text.find(key);
+    return at == std::string::npos ? 0.0 : std::atof(text.c_str() + at + key.size());
+  }
+
+ private:
+  std::vector<std::unique_ptr<FakeEngine>> engines_;
+  state::StaticStore* store_ = nullptr;
+  std::unique_ptr<Gateway> gateway_;
+  uint16_t port_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Basic API surface
+
+TEST(Gateway, ProxiesBufferedChatWithNodeAndRequestIdHeaders) {
+  Cluster c;
+  Client cl(c.port());
+  const Reply r = cl.post("/v1/chat/completions", chat_body("hello"));
+  ASSERT_EQ(r.status, 200u) << r.body;
+  const std::string node = r.header("X-CGN-Node");
+  EXPECT_TRUE(node == "n0" || node == "n1") << node;
+  EXPECT_EQ(r.header("X-Fake-Engine"), node);  // the header names the node that really served
+  EXPECT_TRUE(r.header("X-Request-Id").starts_with("cgn-"));
+  EXPECT_EQ(r.json()["choices"][0]["message"]["content"], "tok0 tok1 tok2 tok3 ");
+}
+
+TEST(Gateway, StreamsEveryEventAndDone) {
+  Cluster c;
+  Client cl(c.port());
+  const Reply r = cl.stream("/v1/chat/completions", chat_body("hello", true));
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_EQ(r.header("Content-Type"), "text/event-stream");
+  ASSERT_EQ(r.events.size(), 5u);
+  EXPECT_EQ(r.events.back(), "[DONE]");
+  EXPECT_EQ(nlohmann::json::parse(r.events[0])["choices"][0]["delta"]["content"], "tok0 ");
+  EXPECT_EQ(c.metric("cgn_router_chat_ttft_seconds_count"), 1.0);
+}
+
+TEST(Gateway, CompletionsAndEmbeddingsAreProxied) {
+  Cluster c;
+  Client cl(c.port());
+  const Reply comp = cl.post("/v1/completions", R"({"model":"test-model","prompt":"say hi"})");
+  ASSERT_EQ(comp.status, 200u) << comp.body;
+  EXPECT_EQ(comp.json()["object"], "text_completion");
+  const Reply emb = cl.post("/v1/embeddings", R"({"model":"test-model","input":"embed me"})");
+  ASSERT_EQ(emb.status, 200u) << emb.body;
+  EXPECT_EQ(emb.json()["data"][0]["embedding"].size(), 3u);
+  EXPECT_FALSE(emb.header("X-CGN-Node").empty());
+}
+
+TEST(Gateway, ForwardsTheBodyUntouchedWithUnknownFields) {
+  Cluster c({.nodes = 1});
+  Client cl(c.port());
+  const std::string body =
+      R"({"model":"test-model","messages":[{"role":"user","content":[{"type":"text","text":"what is this"},)"
+      R"({"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}],)"
+      R"("tools":[{"type":"function","function":{"name":"f","parameters":{}}}],)"
+      R"("response_format":{"type":"json_object"},"logprobs":true,"x_vendor":{"a":[1,2.50,"z"]}})";
+  ASSERT_EQ(cl.post("/v1/chat/completions", body).status, 200u);
+  const auto seen = c.engine(0).seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].body, body);
+  EXPECT_EQ(seen[0].target, "/v1/chat/completions");
+}
+
+TEST(Gateway, StripsInboundCgnHeadersButPriorityAndDeadlineAndPropagatesRequestId) {
+  Cluster c({.nodes = 1});
+  Client cl(c.port());
+  const Reply r = cl.post("/v1/chat/completions", chat_body("hi"),
+                          {{"X-CGN-Role", "prefill"},
+                           {"X-CGN-Node", "evil"},
+                           {"X-CGN-Request-Id", "forged"},
+                           {"X-CGN-Priority", "high"},
+                           {"X-CGN-Deadline-Ms", "60000"},
+                           {"X-Request-Id", "client-id-42"}});
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(r.header("X-Request-Id"), "client-id-42");
+  const auto seen = c.engine(0).seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].header("X-CGN-Role"), "both");
+  EXPECT_EQ(seen[0].header("X-CGN-Node"), "");
+  EXPECT_EQ(seen[0].header("X-CGN-Request-Id"), "client-id-42");
+  EXPECT_EQ(seen[0].header("X-Request-Id"), "client-id-42");
+  EXPECT_EQ(seen[0].header("X-CGN-Priority"), "high");
+  EXPECT_EQ(seen[0].header("X-CGN-Deadline-Ms"), "60000");
+}
+
+TEST(Gateway, ModelsIsTheUnionOfHealthyNodesAndHealthCountsNodes) {
+  Cluster c;
+  Client cl(c.port());
+  const Reply m = cl.get("/v1/models");
+  ASSERT_EQ(m.status, 200u);
+  ASSERT_EQ(m.json()["data"].size(), 1u);
+  EXPECT_EQ(m.json()["data"][0]["id"], "test-model");
+  const Reply h = cl.get("/health");
+  ASSERT_EQ(h.status, 200u);
+  EXPECT_EQ(h.json()["nodes_healthy"], 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routing
+
+TEST(Gateway, RequestsSharingALongPrefixGoToTheSameNode) {
+  Cluster c({.nodes = 3});
+  Client cl(c.port());
+  std::mt19937_64 rng(1);
+  const std::string prefix = random_text(rng, 4000);
+  std::string first;
+  for (int i = 0; i < 8; ++i) {
+    const Reply r = cl.post("/v1/chat/completions", chat_body(prefix + " question " + std::to_string(i)));
+    ASSERT_EQ(r.status, 200u);
+    if (i == 0) {
+      first = r.header("X-CGN-Node");
+    }
+    EXPECT_EQ(r.header("X-CGN-Node"), first) << "request " << i;
+  }
+}
+
+TEST(Gateway, DifferentPrefixesSpreadOverNodes) {
+  Cluster c({.nodes = 2});
+  Client cl(c.port());
+  std::mt19937_64 rng(2);
+  std::map<std::string, int> per_node;
+  for (int i = 0; i < 24; ++i) {
+    const Reply r = cl.post("/v1/chat/completions", chat_body(random_text(rng, 2000)));
+    ASSERT_EQ(r.status, 200u);
+    per_node[r.header("X-CGN-Node")]++;
+  }
+  EXPECT_EQ(per_node.size(), 2u);
+  EXPECT_GT(per_node["n0"], 2);
+  EXPECT_GT(per_node["n1"], 2);
+}
+
+TEST(Gateway, AFarBusierNodeIsAvoidedDespiteOverlap) {
+  Cluster c({.nodes = 2});
+  Client cl(c.port());
+  std::mt19937_64 rng(3);
+  const std::string prefix = random_text(rng, 4000);
+  const Reply warm = cl.post("/v1/chat/completions", chat_body(prefix + " a"));
+  ASSERT_EQ(warm.status, 200u);
+  const std::string holder = warm.header("X-CGN-Node");
+  c.engine(holder).queue_depth = 40;
+  c.wait_polls();
+  for (int i = 0; i < 4; ++i) {
+    const Reply r = cl.post("/v1/chat/completions", chat_body(prefix + " b" + std::to_string(i)));
+    ASSERT_EQ(r.status, 200u);
+    EXPECT_NE(r.header("X-CGN-Node"), holder);
+  }
+}
+
+TEST(Gateway, AKilledNodesTrafficMovesAndInFlightRetriesSucceed) {
+  // Slow polls: the router must find out from the failed connect, not from health checks.
+  Cluster c({.nodes = 2, .poll = 60s});
+  Client cl(c.port());
+  std::mt19937_64 rng(4);
+  const std::string prefix = random_text(rng, 4000);
+  const Reply warm = cl.post("/v1/chat/completions", chat_body(prefix + " 0"));
+  ASSERT_EQ(warm.status, 200u);
+  const std::string victim = warm.header("X-CGN-Node");
+  c.engine(victim).stop();
+  for (int i = 1; i < 6; ++i) {
+    const Reply r = cl.post("/v1/chat/completions", chat_body(prefix + " " + std::to_string(i)));
+    ASSERT_EQ(r.status, 200u) << r.body;
+    EXPECT_NE(r.header("X-CGN-Node"), victim);
+    EXPECT_EQ(r.header("X-Fake-Engine"), r.header("X-CGN-Node"));
+  }
+  EXPECT_EQ(c.metric("cgn_router_retries_total{model=\"test-model\",reason=\"connect\"}"), 1.0);
+  EXPECT_EQ(c.gateway().healthy_nodes(), 1u);
+}
+
+TEST(Gateway, FaultsBeforeTheFirstTokenAreRetriedAndHeadersNameTheServingNode) {
+  Cluster c({.nodes = 2});
+  Client cl(c.port());
+  std::mt19937_64 rng(5);
+  // Each case warms its own prefix, so the node holding it is ranked first and gets the fault.
+  auto warm = [&](const std::string& prefix) {
+    return cl.post("/v1/chat/completions", chat_body(prefix + " warm")).header("X-CGN-Node");
+  };
+  struct Case {
+    int status;
+    bool stream;
+  };
+  for (const Case& k : {Case{500, false}, Case{429, true}, Case{503, true}}) {
+    const std::string prefix = random_text(rng, 4000);
+    const std::string holder = warm(prefix);
+    ASSERT_FALSE(holder.empty());
+    c.engine(holder).fail_status = k.status;
+    c.engine(holder).fail_next = 1;
+    const Reply r = k.stream ? cl.stream("/v1/chat/completions", chat_body(prefix + " q", true))
+                             : cl.post("/v1/chat/completions", chat_body(prefix + " q"));
+    ASSERT_EQ(r.status, 200u) << k.status;
+    EXPECT_NE(r.header("X-CGN-Node"), holder) << k.status;
+    EXPECT_EQ(r.header("X-Fake-Engine"), r.header("X-CGN-Node"));
+    EXPECT_EQ(c.engine(holder).fail_next.load(), 0);
+  }
+  EXPECT_EQ(c.metric("cgn_router_retries_total{model=\"test-model\",reason=\"status_5xx\"}"), 2.0);
+  EXPECT_EQ(c.metric("cgn_router_retries_total{model=\"test-model\",reason=\"status_429\"}"), 1.0);
+
+  // A stream that dies before its first event is retried too.
+  const std::string prefix = random_text(rng, 4000);
+  const std::string holder = warm(prefix);
+  c.engine(holder).drop_after_events = 0;
+  const Reply dropped = cl.stream("/v1/chat/completions", chat_body(prefix + " q2", true));
+  ASSERT_EQ(dropped.status, 200u);
+  EXPECT_NE(dropped.header("X-CGN-Node"), holder);
+  EXPECT_EQ(dropped.events.back(), "[DONE]");
+  EXPECT_EQ(c.metric("cgn_router_retries_total{model=\"test-model\",reason=\"closed\"}"), 1.0);
+}
+
+TEST(Gateway, WhenEveryNodeFailsTheLastAnswerIsRelayedWithItsNode) {
+  Cluster c({.nodes = 2});
+  Client cl(c.port());
+  for (int i = 0; i < 2; ++i) {
+    c.engine(i).fail_status = 503;
+    c.engine(i).fail_next = 1;
+  }
+  const Reply r = cl.post("/v1/chat/completions", chat_body("x"));
+  EXPECT_EQ(r.status, 503u);
+  EXPECT_TRUE(r.header("X-CGN-Node") == "n0" || r.header("X-CGN-Node") == "n1");
+  EXPECT_EQ(r.json()["error"]["message"], "injected failure");
+}
+
+TEST(Gateway, AMidStreamFailureEndsWithAnErrorEventAndDone) {
+  Cluster c({.nodes = 1});
+  Client cl(c.port());
+  c.engine(0).drop_after_events = 2;
+  const Reply r = cl.stream("/v1/chat/completions", chat_body("x", true));
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_FALSE(r.failed);
+  ASSERT_EQ(r.events.size(), 4u);
+  const auto err = nlohmann::json::parse(r.events[2]);
+  EXPECT_EQ(err["error"]["type"], "server_error");
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("failed mid-stream"), std::string::npos);
+  EXPECT_EQ(r.events[3], "[DONE]");
+  EXPECT_EQ(c.engine(0).generations.load(), 1);  // never retried once tokens were sent
+}
+
+TEST(Gateway, AClientDisconnectCancelsTheUpstreamRequest) {
+  Cluster c({.nodes = 1});
+  c.engine(0).tokens = 100000;
+  c.engine(0).token_delay_ms = 5;
+  {
+    Client cl(c.port());
+    auto s = cl.open("/v1/chat/completions", chat_body("x", true));
+    ASSERT_TRUE(s.has_value());
+    ASSERT_TRUE(cl.next_event(*s).has_value());
+  }  // the client and its connection go away mid-stream
+  EXPECT_TRUE(cgn::testing::wait_until([&] { return c.engine(0).cancelled.load() == 1; }, 10s));
+  EXPECT_TRUE(cgn::testing::wait_until([&] { return c.gateway().inflight("n0") == 0; }, 10s));
+  EXPECT_EQ(c.engine(0).completed.load(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Admission
+
+TEST(Gateway, AdmissionRejectsOverTheInFlightCapWithRetryAfter) {
+  Cluster c({.nodes = 1, .tweak = [](config::RouterConfig& r) {
+               r.admission.max_queue = 1;
+               r.admission.retry_after_s = 3;
+             }});
+  c.engine(0).tokens = 100000;
+  c.engine(0).token_delay_ms = 5;
+  Client holder(c.port());
+  auto s = holder.open("/v1/chat/completions", chat_body("x", true));
+  ASSERT_TRUE(s.has_value());
+  ASSERT_TRUE(holder.next_event(*s).has_value());
+  Client cl(c.port());
+  const Reply r = cl.post("/v1/chat/completions", chat_body("y"));
+  EXPECT_EQ(r.status, 429u);
+  EXPECT_EQ(r.header("Retry-After"), "3");
+  EXPECT_EQ(r.json()["error"]["code"], "queue_full");
+  EXPECT_EQ(c.metric("cgn_router_admission_rejections_total{model=\"test-model\",reason=\"queue_full\"}"), 1.0);
+  s.reset();
+  // The slot comes back when the stream ends.
+  EXPECT_TRUE(cgn::testing::wait_until([&] { return c.gateway().inflight("n0") == 0; }, 10s));
+  c.engine(0).tokens = 2;
+  EXPECT_TRUE(cgn::testing::wait_until([&] { return cl.post("/v1/chat/completions", chat_body("z")).status == 200; },
+                                       10s, 20ms));
+}
+
+TEST(Gateway, DeadlineAdmissionRejectsWhenTheTtftEstimateExceedsTheBudget) {
+  Cluster c({.nodes = 2});
+  for (int i = 0; i < 2; ++i) {
+    c.engine(i).queue_depth = 20;  // 20 x 50 ms queue wait = 1 s estimated TTFT
+  }
+  c.wait_polls();
+  Client cl(c.port());
+  const Reply r = cl.post("/v1/chat/completions", chat_body("x"), {{"X-CGN-Deadline-Ms", "100"}});
+  EXPECT_EQ(r.status, 429u);
+  EXPECT_EQ(r.json()["error"]["code"], "deadline_exceeded");
+  EXPECT_FALSE(r.header("Retry-After").empty());
+  EXPECT_EQ(c.metric("cgn_router_admission_rejections_total{model=\"test-model\",reason=\"deadline\"}"), 1.0);
+  EXPECT_EQ(cl.post("/v1/chat/completions", chat_body("x"), {{"X-CGN-Deadline-Ms", "60000"}}).status, 200u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Health
+
+TEST(Gateway, ANodeFailingHealthLeavesRoutingAndReturnsWhenItRecovers) {
+  Cluster c({.nodes = 2});
+  Client cl(c.port());
+  c.engine("n0").healthy = false;
+  ASSERT_TRUE(cgn::testing::wait_until([&] { return c.gateway().healthy_nodes() == 1; }, 10s));
+  std::mt19937_64 rng(6);
+  for (int i = 0; i < 6; ++i) {
+    const Reply r = cl.post("/v1/chat/completions", chat_body(random_text(rng, 1000)));
+    ASSERT_EQ(r.status, 200u);
+    EXPECT_EQ(r.header("X-CGN-Node"), "n1");
+  }
+  c.engine("n0").healthy = true;
+  ASSERT_TRUE(cgn::testing::wait_until([&] { return c.gateway().healthy_nodes() == 2; }, 10s));
+  std::set<std::string> nodes;
+  for (int i = 0; i < 24; ++i) {
+    nodes.insert(cl.post("/v1/chat/completions", chat_body(random_text(rng, 1000))).header("X-CGN-Node"));
+  }
+  EXPECT_EQ(nodes.size(), 2u);
+}
+
+TEST(Gateway, NoHealthyNodeIs503) {
+  Cluster c({.nodes = 1});
+  c.engine(0).healthy = false;
+  ASSERT_TRUE(cgn::testing::wait_until([&] { return c.gateway().healthy_nodes() == 0; }, 10s));
+  Client cl(c.port());
+  const Reply r = cl.post("/v1/chat/completions", chat_body("x"));
+  EXPECT_EQ(r.status, 503u);
+  EXPECT_EQ(r.json()["error"]["code"], "no_healthy_node");
+  EXPECT_EQ(cl.get("/health").json()["status"], "degraded");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad input and auth
+
+struct BadCase {
+  const char* name;
+  http::Verb verb;
+  const char* target;
+  std::string body;
+  Headers headers;
+  unsigned status;
+  const char* type;
+  const char* param;  // "" = null
+  const char* code;   // "" = null
+  const char* message_part;
+};
+
+TEST(Gateway, BadInputsGetExactOpenAIErrors) {
+  Cluster c({.nodes = 1, .tweak = [](config::RouterConfig& r) {
+               r.limits.max_body_bytes = 64 * 1024;
+               r.limits.max_messages = 8;
+               r.limits.max_json_depth = 16;
+               r.limits.max_header_bytes = 4096;
+             }});
+  std::string deep = R"({"model":"test-model","messages":[{"role":"user","content":"x"}],"x":)";
+  for (int i = 0; i < 20; ++i) {
+    deep += "[";
+  }
+  for (int i = 0; i < 20; ++i) {
+    deep += "]";
+  }
+  deep += "}";
+  nlohmann::json many = {{"model", "test-model"}, {"messages", nlohmann::json::array()}};
+  for (int i = 0; i < 9; ++i) {
+    many["messages"].push_back({{"role", "user"}, {"content", "m"}});
+  }
+  const auto post = http::Verb::post;
+  const std::vector<BadCase> cases = {
+      {"malformed json", post, "/v1/chat/completions", "{\"model\":", {}, 400, "invalid_request_error", "", "", ""},
+      {"empty body", post, "/v1/chat/completions", "", {}, 400, "invalid_request_error", "", "", ""},
+      {"not an object", post, "/v1/chat/completions", "[1,2]", {}, 400, "invalid_request_error", "", "", ""},
+      {"missing model", post, "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}]})", {}, 400,
+       "invalid_request_error", "model", "", "'model' is required"},
+      {"model wrong type", post, "/v1/chat/completions", R"({"model":7,"messages":[{"role":"user","content":"x"}]})",
+       {}, 400, "invalid_request_error", "model", "", "'model'"},
+      {"unknown model", post, "/v1/chat/completions", chat_body("x", false, "gpt-nope"), {}, 404, "not_found_error",
+       "model", "model_not_found", "The model 'gpt-nope' does not exist or no node serves it."},
+      {"empty messages", post, "/v1/chat/completions", R"({"model":"test-model","messages":[]})", {}, 400,
+       "invalid_request_error", "messages", "", "'messages' must be a non-empty array"},
+      {"messages not array", post, "/v1/chat/completions", R"({"model":"test-model","messages":"hi"})", {}, 400,
+       "invalid_request_error", "messages", "", "'messages'"},
+      {"missing messages", post, "/v1/chat/completions", R"({"model":"test-model"})", {}, 400,
+       "invalid_request_error", "messages", "", "'messages' is required"},
+      {"too many messages", post, "/v1/chat/completions", many.dump(), {}, 400, "invalid_request_error", "messages",
+       "", "'messages'"},
+      {"too deep", post, "/v1/chat/completions", deep, {}, 400, "invalid_request_error", "", "", "deeper than 16 levels"},
+      {"body too large", post, "/v1/chat/completions", chat_body(std::string(70 * 1024, 'x')), {}, 413,
+       "invalid_request_error", "", "", ""},
+      {"headers too large", post, "/v1/chat/completions", chat_body("x"), {{"X-Junk", std::string(8000, 'j')}}, 431,
+       "invalid_request_error", "", "", ""},
+      {"completions without prompt", post, "/v1/completions", R"({"model":"test-model"})", {}, 400,
+       "invalid_request_error", "prompt", "", "'prompt' is required"},
+      {"embeddings without input", post, "/v1/embeddings", R"({"model":"test-model"})", {}, 400,
+       "invalid_request_error", "input", "", "'input' is required"},
+      {"bad deadline", post, "/v1/chat/completions", chat_body("x"), {{"X-CGN-Deadline-Ms", "soon"}}, 400,
+       "invalid_request_error", "X-CGN-Deadline-Ms", "",
+       "'X-CGN-Deadline-Ms' must be a whole number of milliseconds in 1..86400000."},
+      {"bad priority", post, "/v1/chat/completions", chat_body("x"), {{"X-CGN-Priority", "urgent"}}, 400,
+       "invalid_request_error", "X-CGN-Priority", "", "'X-CGN-Priority' must be low, normal or high."},
+      {"wrong method", http::Verb::get, "/v1/chat/completions", "", {}, 405, "invalid_request_error", "", "", ""},
+      {"unknown path", post, "/v1/nothing", "{}", {}, 404, "not_found_error", "", "", ""},
+  };
+  for (const auto& k : cases) {
+    Client cl(c.port());
+    const Reply r = cl.send(k.verb, k.target, k.body, k.headers);
+    ASSERT_FALSE(r.failed) << k.name;
+    EXPECT_EQ(r.status, k.status) << k.name << ": " << r.body;
+    const auto j = r.json();
+    ASSERT_TRUE(j.is_object() && j.contains("error")) << k.name << ": " << r.body;
+    EXPECT_EQ(j["error"]["type"], k.type) << k.name;
+    if (*k.param != 0) {
+      EXPECT_EQ(j["error"]["param"], k.param) << k.name << ": " << r.body;
+    }
+    if (*k.code != 0) {
+      EXPECT_EQ(j["error"]["code"], k.code) << k.name;
+    }
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(k.message_part), std::string::npos)
+        << k.name << ": " << r.body;
+  }
+  EXPECT_EQ(c.engine(0).generations.load(), 0);  // nothing bad reached the node
+  // The unknown model was counted under _unknown, not under its own name.
+  EXPECT_EQ(c.metric("cgn_router_requests_total{model=\"_unknown\",endpoint=\"chat\",code=\"404\"}"), 1.0);
+  EXPECT_EQ(c.gateway().render_metrics().find("gpt-nope"), std::string::npos);
+}
+
+TEST(Gateway, ApiKeysAreRequiredWhenConfigured) {
+  auto keys = ApiKeys::parse("# test keys\nsk-test-0123456789abcdef\n", "keys");
+  ASSERT_TRUE(keys.ok());
+  Cluster c({.nodes = 1, .keys = std::move(*keys)});
+  Client cl(c.port());
+  const Reply none = cl.post("/v1/chat/completions", chat_body("x"));
+  EXPECT_EQ(none.status, 401u);
+  EXPECT_EQ(none.json()["error"]["type"], "authentication_error");
+  EXPECT_EQ(cl.post("/v1/chat/completions", chat_body("x"), {{"Authorization", "Bearer sk-wrong-0123456789abcdef"}})
+                .status,
+            401u);
+  EXPECT_EQ(cl.get("/v1/models").status, 401u);
+  const Reply ok = cl.post("/v1/chat/completions", chat_body("x"), {{"Authorization", "Bearer sk-test-0123456789abcdef"}});
+  EXPECT_EQ(ok.status, 200u);
+  EXPECT_EQ(c.engine(0).seen().at(0).header("Authorization"), "");  // the router's key stays with the router
+  EXPECT_EQ(cl.get("/v1/models", {{"Authorization", "bearer sk-test-0123456789abcdef"}}).status, 200u);
+  EXPECT_EQ(cl.get("/health").status, 200u);
+  EXPECT_EQ(cl.get("/metrics").status, 200u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metrics and dashboard
+
+TEST(Gateway, MetricsCarryEveryFamilyOfTheDashboardListAndPassPromtool) {
+  Cluster c;
+  Client cl(c.port());
+  ASSERT_EQ(cl.post("/v1/chat/completions", chat_body("x")).status, 200u);
+  ASSERT_EQ(cl.stream("/v1/chat/completions",
+                      R"({"model":"test-model","stream":true,"stream_options":{"include_usage":true},)"
+                      R"("messages":[{"role":"user","content":"y"}]})")
+                .status,
+            200u);
+  c.gateway().refresh_cluster_metrics();
+  const Reply m = cl.get("/metrics");
+  ASSERT_EQ(m.status, 200u);
+  EXPECT_EQ(m.header("Access-Control-Allow-Origin"), "*");
+  const std::string names = cgn::testing::read_file(cgn::testing::source_path("dashboard/metric_names.txt"));
+  std::istringstream in(names);
+  std::string line;
+  int families = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') {
+      continue;
+    }
+    const std::string name = line.substr(0, line.find(' '));
+    EXPECT_NE(m.body.find("# TYPE " + name + " "), std::string::npos) << name;
+    ++families;
+  }
+  EXPECT_GE(families, 21);
+  EXPECT_EQ(c.metric("cgn_router_generation_tokens_total{model=\"test-model\"}"), 8.0);
+  EXPECT_EQ(c.metric("cgn_router_prompt_tokens_total{model=\"test-model\"}"), 14.0);
+  EXPECT_EQ(c.metric("cgn_cluster_node_up{node=\"n0\"}"), 1.0);
+  EXPECT_EQ(c.metric("cgn_cluster_node_info{node=\"n1\",model=\"test-model\",engine=\"vllm\",role=\"both\",gpu_name=\"\"}"),
+            1.0);
+
+  cgn::testing::TempDir dir;
+  cgn::testing::write_file(dir.file("metrics.txt"), m.body);
+  const std::string cmd = "promtool check metrics < " + dir.file("metrics.txt") + " > " + dir.file("out.txt") + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << cgn::testing::read_file(dir.file("out.txt"));
+}
+
+TEST(Gateway, ServesTheDashboardFilesAndNothingElse) {
+  Cluster c({.nodes = 1, .dashboard_dir = cgn::testing::source_path("dashboard")});
+  Client cl(c.port());
+  const Reply index = cl.get("/dashboard/");
+  ASSERT_EQ(index.status, 200u);
+  EXPECT_TRUE(index.header("Content-Type").starts_with("text/html"));
+  EXPECT_NE(index.body.find("<html"), std::string::npos);
+  EXPECT_EQ(cl.get("/dashboard/prom.js").status, 200u);
+  EXPECT_EQ(cl.get("/dashboard/dashboard.css").status, 200u);
+  EXPECT_EQ(cl.get("/dashboard/../CMakeLists.txt").status, 404u);
+  EXPECT_EQ(cl.get("/dashboard/.hidden").status, 404u);
+  EXPECT_EQ(cl.get("/dashboard").status, 308u);
+}
+
+}  // namespace
+}  // namespace cgn::router
