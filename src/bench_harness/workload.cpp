@@ -151,6 +151,10 @@ Result<Workload, TraceError> parse_mooncake_trace(std::string_view text, std::st
       left -= bytes;
     }
     r.session_key = std::to_string(r.segments.front().block_id);
+    if (r.segments.size() > 1) {
+      r.session_key += '-';
+      r.session_key += std::to_string(r.segments[1].block_id);
+    }
     w.requests.push_back(std::move(r));
   }
   return w;

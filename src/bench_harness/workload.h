@@ -66,8 +66,9 @@ struct TraceLimits {
 
 // Parses a trace. Each line: {"timestamp": ms, "input_length": n, "output_length": m,
 // "hash_ids": [..]} with len(hash_ids) == ceil(n / 512). Blank lines are skipped; anything
-// else malformed is an error naming the line. The session key is the first hash_id (the trace
-// carries no user id; the first block is the longest identity it has).
+// else malformed is an error naming the line. The trace carries no user or conversation id; the
+// session key is the first two hash_ids ("0-17"), since in the conversation trace every request
+// starts with block 0 and the second block is the first that tells conversations apart.
 Result<Workload, TraceError> parse_mooncake_trace(std::string_view text, std::string name,
                                                   const TraceLimits& limits = {});
 Result<Workload, TraceError> load_mooncake_trace(const std::string& path, const TraceLimits& limits = {});

@@ -70,7 +70,8 @@ TEST(MooncakeTrace, ParsesRequestsAndTruncatesTheLastBlock) {
   build_prompt(*w, w->requests[1], p1);
   EXPECT_EQ(p0.size(), 600u * kBytesPerToken);
   EXPECT_EQ(p0.substr(0, kBlockBytes), p1);  // shared hash_id 0 -> shared text
-  EXPECT_EQ(r0.session_key, w->requests[1].session_key);
+  EXPECT_EQ(r0.session_key, "0-1");
+  EXPECT_EQ(w->requests[1].session_key, "0");
 }
 
 TEST(MooncakeTrace, RejectsMalformedLinesWithTheLineNumber) {
