@@ -599,6 +599,11 @@ void Engine::emit_token(Req& r, Nanos t) {
     e.text.assign(text);
     e.last = is_eos || length_cap;
     e.finish_reason = is_eos ? FinishReason::kStop : FinishReason::kLength;
+    if (k == 0) {
+      e.timing = r.timing;
+      e.cached_tokens = std::min(r.prompt_len, r.cached_tokens + r.transferred_tokens);
+      e.transferred_tokens = r.transferred_tokens;
+    }
     events_.push_back(std::move(e));
   }
   if (is_eos) {

@@ -153,6 +153,13 @@ struct Event {
   std::string text;   // the token's text ("" for a stop token)
   bool last = false;  // this token ends the request (a kFinished event follows at the same time)
   FinishReason finish_reason = FinishReason::kStop;  // when last
+  // token_index 0 only: the request's modelled timing so far (arrival,
+  // scheduled, first_token) and its prompt tokens served from the prefix
+  // cache / pulled from a prefill instance, so a streaming shell can send the
+  // modelled queue time and TTFT in the response headers at the first token.
+  RequestTiming timing;
+  uint32_t cached_tokens = 0;
+  uint32_t transferred_tokens = 0;
   // kFinished
   std::optional<Completion> completion;
   // kKvPull

@@ -52,6 +52,35 @@ TEST(Engine, RepeatedLongPromptReportsCachedTokensAndShorterTtft) {
   EXPECT_EQ(e.stats().prefix_cache_hits, expect_cached);
 }
 
+TEST(Engine, FirstTokenEventCarriesTheModelledTimingAndCachedTokensSoFar) {
+  Engine e({});
+  const auto prompt = make_prompt(4'000, 3);
+  run_one(e, make_request(prompt, 4), 0);
+  Request r = make_request(prompt, 4);
+  r.want_token_events = true;
+  const Nanos at = 50 * kNanosPerSecond;
+  VirtualCluster c;
+  c.add(e);
+  auto h = e.add_request(std::move(r), at);
+  ASSERT_TRUE(h.ok());
+  const auto events = c.run_to_idle();
+  const Completion* done = find_completion(events, *h);
+  ASSERT_NE(done, nullptr);
+  const Event* first = nullptr;
+  for (const Event& ev : events) {
+    if (ev.kind == EventKind::kToken && ev.token_index == 0) {
+      first = &ev;
+    }
+  }
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->timing.arrival, at);
+  EXPECT_EQ(first->timing.scheduled, done->timing.scheduled);
+  EXPECT_EQ(first->timing.first_token, done->timing.first_token);
+  EXPECT_EQ(first->timing.ttft(), done->timing.ttft());
+  EXPECT_EQ(first->cached_tokens, done->usage.cached_tokens);
+  EXPECT_GT(first->cached_tokens, 0u);
+}
+
 TEST(Engine, ChunkedPrefillSplitsALongPromptIntoBudgetSizedSteps) {
   EngineConfig cfg;
   std::vector<StepInfo> steps;
