@@ -91,7 +91,7 @@ bool is_switch(std::string_view f) {
 
 struct Parser {
   SimOptions o;
-  std::string env_side_host, env_side_port, env_abort_timeout;
+  bool port_given = false;  // --port 0 (or LLAMA_ARG_PORT=0) asks for a free port
 
   Result<Ok, LaunchError> apply_env(std::string_view name, std::string_view value) {
     if (name == "VLLM_NIXL_SIDE_CHANNEL_HOST") {
@@ -107,9 +107,10 @@ struct Parser {
       }
       o.engine.kv_abort_timeout = static_cast<Nanos>(s * 1e9);
     } else if (name == "LLAMA_ARG_PORT") {
-      if (!parse_int<uint16_t>(value, o.port, 1, 65535)) {
+      if (!parse_int<uint16_t>(value, o.port, 0, 65535)) {
         return bad_value(name, value, "a port");
       }
+      port_given = true;
     } else if (name == "LLAMA_ARG_N_PARALLEL") {
       if (!parse_int<uint32_t>(value, o.engine.model.max_num_seqs, 1, 65536)) {
         return bad_value(name, value, "a slot count");
@@ -161,9 +162,10 @@ struct Parser {
     NodeModel& m = o.engine.model;
     // Common to every flavour.
     if (f == "--port") {
-      if (!parse_int<uint16_t>(v, o.port, 1, 65535)) {
-        return bad_value(f, v, "a port in 1..65535");
+      if (!parse_int<uint16_t>(v, o.port, 0, 65535)) {
+        return bad_value(f, v, "a port in 0..65535");
       }
+      port_given = true;
       return Ok{};
     }
     if (f == "--host") {
@@ -428,7 +430,7 @@ Result<SimOptions, LaunchError> parse_launch_line(std::span<const std::string> a
   if (p.o.served_model_name.empty()) {
     p.o.served_model_name = p.o.model;
   }
-  if (p.o.port == 0) {
+  if (p.o.port == 0 && !p.port_given) {
     p.o.port = flavour_traits(p.o.flavour).default_port;
   }
   if (p.o.kv_transfer && !p.o.kv_transfer->engine_id.empty()) {

@@ -46,7 +46,7 @@ struct SimOptions {
   std::string model;              // as given (path or hub name)
   std::string served_model_name;  // the id clients use; defaults to model
   std::string host = "127.0.0.1";
-  uint16_t port = 0;            // 0 = the flavour's default port
+  uint16_t port = 0;            // the flavour's default when absent; an explicit 0 = any free port
   bool metrics_enabled = true;  // llama.cpp needs --metrics, SGLang --enable-metrics
   EngineConfig engine;          // node model and P/D identity
   std::optional<KvTransferConfig> kv_transfer;

@@ -151,5 +151,17 @@ TEST(LaunchLine, BadLinesGiveClearErrors) {
   }
 }
 
+TEST(LaunchLine, ExplicitPortZeroAsksForAFreePortWhileAnAbsentPortMeansTheDefault) {
+  auto zero = parse({"vllm", "serve", "M", "--port", "0"});
+  ASSERT_TRUE(zero.ok()) << zero.error().message;
+  EXPECT_EQ(zero->port, 0);
+  auto env_zero = parse({"LLAMA_ARG_PORT=0", "llama-server", "-m", "x.gguf"});
+  ASSERT_TRUE(env_zero.ok()) << env_zero.error().message;
+  EXPECT_EQ(env_zero->port, 0);
+  auto absent = parse({"vllm", "serve", "M"});
+  ASSERT_TRUE(absent.ok());
+  EXPECT_EQ(absent->port, 8000);
+}
+
 }  // namespace
 }  // namespace cgn::sim
