@@ -90,7 +90,9 @@ class Client {
   Reply post(std::string target, std::string body, const Headers& headers = {}) {
     return send(http::Verb::post, std::move(target), std::move(body), headers);
   }
-  Reply get(std::string target, const Headers& headers = {}) { return send(http::Verb::get, std::move(target), "", headers); }
+  Reply get(std::string target, const Headers& headers = {}) {
+    return send(http::Verb::get, std::move(target), "", headers);
+  }
 
   // A streaming request read to the end, event by event.
   Reply stream(std::string target, std::string body, const Headers& headers = {}) {
@@ -117,7 +119,8 @@ class Client {
   }
 
   std::optional<http::ClientStream> open(std::string target, std::string body, const Headers& headers = {}) {
-    auto s = run_on(ctx_, client_.stream(up(), make(http::Verb::post, std::move(target), std::move(body), headers)));
+    auto s = run_on(
+        ctx_, client_.stream(up(), make(http::Verb::post, std::move(target), std::move(body), headers)));
     if (!s) {
       return std::nullopt;
     }
@@ -138,7 +141,8 @@ class Client {
   http::HttpClient client_{ctx_};
 };
 
-std::string chat_body(const std::string& content, bool stream = false, const std::string& model = "test-model") {
+std::string chat_body(const std::string& content, bool stream = false,
+                      const std::string& model = "test-model") {
   nlohmann::json j = {{"model", model}, {"messages", {{{"role", "user"}, {"content", content}}}}};
   if (stream) {
     j["stream"] = true;
@@ -497,13 +501,14 @@ TEST(Gateway, AdmissionRejectsOverTheInFlightCapWithRetryAfter) {
   EXPECT_EQ(r.status, 429u);
   EXPECT_EQ(r.header("Retry-After"), "3");
   EXPECT_EQ(r.json()["error"]["code"], "queue_full");
-  EXPECT_EQ(c.metric("cgn_router_admission_rejections_total{model=\"test-model\",reason=\"queue_full\"}"), 1.0);
+  EXPECT_EQ(c.metric("cgn_router_admission_rejections_total{model=\"test-model\",reason=\"queue_full\"}"),
+            1.0);
   s.reset();
   // The slot comes back when the stream ends.
   EXPECT_TRUE(cgn::testing::wait_until([&] { return c.gateway().inflight("n0") == 0; }, 10s));
   c.engine(0).tokens = 2;
-  EXPECT_TRUE(cgn::testing::wait_until([&] { return cl.post("/v1/chat/completions", chat_body("z")).status == 200; },
-                                       10s, 20ms));
+  EXPECT_TRUE(cgn::testing::wait_until(
+      [&] { return cl.post("/v1/chat/completions", chat_body("z")).status == 200; }, 10s, 20ms));
 }
 
 TEST(Gateway, DeadlineAdmissionRejectsWhenTheTtftEstimateExceedsTheBudget) {
@@ -592,38 +597,168 @@ TEST(Gateway, BadInputsGetExactOpenAIErrors) {
   }
   const auto post = http::Verb::post;
   const std::vector<BadCase> cases = {
-      {"malformed json", post, "/v1/chat/completions", "{\"model\":", {}, 400, "invalid_request_error", "", "", ""},
+      {"malformed json",
+       post,
+       "/v1/chat/completions",
+       "{\"model\":",
+       {},
+       400,
+       "invalid_request_error",
+       "",
+       "",
+       ""},
       {"empty body", post, "/v1/chat/completions", "", {}, 400, "invalid_request_error", "", "", ""},
       {"not an object", post, "/v1/chat/completions", "[1,2]", {}, 400, "invalid_request_error", "", "", ""},
-      {"missing model", post, "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}]})", {}, 400,
-       "invalid_request_error", "model", "", "'model' is required"},
-      {"model wrong type", post, "/v1/chat/completions", R"({"model":7,"messages":[{"role":"user","content":"x"}]})",
-       {}, 400, "invalid_request_error", "model", "", "'model'"},
-      {"unknown model", post, "/v1/chat/completions", chat_body("x", false, "gpt-nope"), {}, 404, "not_found_error",
-       "model", "model_not_found", "The model 'gpt-nope' does not exist or no node serves it."},
-      {"empty messages", post, "/v1/chat/completions", R"({"model":"test-model","messages":[]})", {}, 400,
-       "invalid_request_error", "messages", "", "'messages' must be a non-empty array"},
-      {"messages not array", post, "/v1/chat/completions", R"({"model":"test-model","messages":"hi"})", {}, 400,
-       "invalid_request_error", "messages", "", "'messages'"},
-      {"missing messages", post, "/v1/chat/completions", R"({"model":"test-model"})", {}, 400,
-       "invalid_request_error", "messages", "", "'messages' is required"},
-      {"too many messages", post, "/v1/chat/completions", many.dump(), {}, 400, "invalid_request_error", "messages",
-       "", "'messages'"},
-      {"too deep", post, "/v1/chat/completions", deep, {}, 400, "invalid_request_error", "", "", "deeper than 16 levels"},
-      {"body too large", post, "/v1/chat/completions", chat_body(std::string(70 * 1024, 'x')), {}, 413,
-       "invalid_request_error", "", "", ""},
-      {"headers too large", post, "/v1/chat/completions", chat_body("x"), {{"X-Junk", std::string(8000, 'j')}}, 431,
-       "invalid_request_error", "", "", ""},
-      {"completions without prompt", post, "/v1/completions", R"({"model":"test-model"})", {}, 400,
-       "invalid_request_error", "prompt", "", "'prompt' is required"},
-      {"embeddings without input", post, "/v1/embeddings", R"({"model":"test-model"})", {}, 400,
-       "invalid_request_error", "input", "", "'input' is required"},
-      {"bad deadline", post, "/v1/chat/completions", chat_body("x"), {{"X-CGN-Deadline-Ms", "soon"}}, 400,
-       "invalid_request_error", "X-CGN-Deadline-Ms", "",
+      {"missing model",
+       post,
+       "/v1/chat/completions",
+       R"({"messages":[{"role":"user","content":"x"}]})",
+       {},
+       400,
+       "invalid_request_error",
+       "model",
+       "",
+       "'model' is required"},
+      {"model wrong type",
+       post,
+       "/v1/chat/completions",
+       R"({"model":7,"messages":[{"role":"user","content":"x"}]})",
+       {},
+       400,
+       "invalid_request_error",
+       "model",
+       "",
+       "'model'"},
+      {"unknown model",
+       post,
+       "/v1/chat/completions",
+       chat_body("x", false, "gpt-nope"),
+       {},
+       404,
+       "not_found_error",
+       "model",
+       "model_not_found",
+       "The model 'gpt-nope' does not exist or no node serves it."},
+      {"empty messages",
+       post,
+       "/v1/chat/completions",
+       R"({"model":"test-model","messages":[]})",
+       {},
+       400,
+       "invalid_request_error",
+       "messages",
+       "",
+       "'messages' must be a non-empty array"},
+      {"messages not array",
+       post,
+       "/v1/chat/completions",
+       R"({"model":"test-model","messages":"hi"})",
+       {},
+       400,
+       "invalid_request_error",
+       "messages",
+       "",
+       "'messages'"},
+      {"missing messages",
+       post,
+       "/v1/chat/completions",
+       R"({"model":"test-model"})",
+       {},
+       400,
+       "invalid_request_error",
+       "messages",
+       "",
+       "'messages' is required"},
+      {"too many messages",
+       post,
+       "/v1/chat/completions",
+       many.dump(),
+       {},
+       400,
+       "invalid_request_error",
+       "messages",
+       "",
+       "'messages'"},
+      {"too deep",
+       post,
+       "/v1/chat/completions",
+       deep,
+       {},
+       400,
+       "invalid_request_error",
+       "",
+       "",
+       "deeper than 16 levels"},
+      {"body too large",
+       post,
+       "/v1/chat/completions",
+       chat_body(std::string(70 * 1024, 'x')),
+       {},
+       413,
+       "invalid_request_error",
+       "",
+       "",
+       ""},
+      {"headers too large",
+       post,
+       "/v1/chat/completions",
+       chat_body("x"),
+       {{"X-Junk", std::string(8000, 'j')}},
+       431,
+       "invalid_request_error",
+       "",
+       "",
+       ""},
+      {"completions without prompt",
+       post,
+       "/v1/completions",
+       R"({"model":"test-model"})",
+       {},
+       400,
+       "invalid_request_error",
+       "prompt",
+       "",
+       "'prompt' is required"},
+      {"embeddings without input",
+       post,
+       "/v1/embeddings",
+       R"({"model":"test-model"})",
+       {},
+       400,
+       "invalid_request_error",
+       "input",
+       "",
+       "'input' is required"},
+      {"bad deadline",
+       post,
+       "/v1/chat/completions",
+       chat_body("x"),
+       {{"X-CGN-Deadline-Ms", "soon"}},
+       400,
+       "invalid_request_error",
+       "X-CGN-Deadline-Ms",
+       "",
        "'X-CGN-Deadline-Ms' must be a whole number of milliseconds in 1..86400000."},
-      {"bad priority", post, "/v1/chat/completions", chat_body("x"), {{"X-CGN-Priority", "urgent"}}, 400,
-       "invalid_request_error", "X-CGN-Priority", "", "'X-CGN-Priority' must be low, normal or high."},
-      {"wrong method", http::Verb::get, "/v1/chat/completions", "", {}, 405, "invalid_request_error", "", "", ""},
+      {"bad priority",
+       post,
+       "/v1/chat/completions",
+       chat_body("x"),
+       {{"X-CGN-Priority", "urgent"}},
+       400,
+       "invalid_request_error",
+       "X-CGN-Priority",
+       "",
+       "'X-CGN-Priority' must be low, normal or high."},
+      {"wrong method",
+       http::Verb::get,
+       "/v1/chat/completions",
+       "",
+       {},
+       405,
+       "invalid_request_error",
+       "",
+       "",
+       ""},
       {"unknown path", post, "/v1/nothing", "{}", {}, 404, "not_found_error", "", "", ""},
   };
   for (const auto& k : cases) {
@@ -657,11 +792,13 @@ TEST(Gateway, ApiKeysAreRequiredWhenConfigured) {
   const Reply none = cl.post("/v1/chat/completions", chat_body("x"));
   EXPECT_EQ(none.status, 401u);
   EXPECT_EQ(none.json()["error"]["type"], "authentication_error");
-  EXPECT_EQ(cl.post("/v1/chat/completions", chat_body("x"), {{"Authorization", "Bearer sk-wrong-0123456789abcdef"}})
-                .status,
-            401u);
+  EXPECT_EQ(
+      cl.post("/v1/chat/completions", chat_body("x"), {{"Authorization", "Bearer sk-wrong-0123456789abcdef"}})
+          .status,
+      401u);
   EXPECT_EQ(cl.get("/v1/models").status, 401u);
-  const Reply ok = cl.post("/v1/chat/completions", chat_body("x"), {{"Authorization", "Bearer sk-test-0123456789abcdef"}});
+  const Reply ok =
+      cl.post("/v1/chat/completions", chat_body("x"), {{"Authorization", "Bearer sk-test-0123456789abcdef"}});
   EXPECT_EQ(ok.status, 200u);
   EXPECT_EQ(c.engine(0).seen().at(0).header("Authorization"), "");  // the router's key stays with the router
   EXPECT_EQ(cl.get("/v1/models", {{"Authorization", "bearer sk-test-0123456789abcdef"}}).status, 200u);
@@ -701,12 +838,14 @@ TEST(Gateway, MetricsCarryEveryFamilyOfTheDashboardListAndPassPromtool) {
   EXPECT_EQ(c.metric("cgn_router_generation_tokens_total{model=\"test-model\"}"), 8.0);
   EXPECT_EQ(c.metric("cgn_router_prompt_tokens_total{model=\"test-model\"}"), 14.0);
   EXPECT_EQ(c.metric("cgn_cluster_node_up{node=\"n0\"}"), 1.0);
-  EXPECT_EQ(c.metric("cgn_cluster_node_info{node=\"n1\",model=\"test-model\",engine=\"vllm\",role=\"both\",gpu_name=\"\"}"),
+  EXPECT_EQ(c.metric("cgn_cluster_node_info{node=\"n1\",model=\"test-model\",engine=\"vllm\",role=\"both\","
+                     "gpu_name=\"\"}"),
             1.0);
 
   cgn::testing::TempDir dir;
   cgn::testing::write_file(dir.file("metrics.txt"), m.body);
-  const std::string cmd = "promtool check metrics < " + dir.file("metrics.txt") + " > " + dir.file("out.txt") + " 2>&1";
+  const std::string cmd =
+      "promtool check metrics < " + dir.file("metrics.txt") + " > " + dir.file("out.txt") + " 2>&1";
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << cgn::testing::read_file(dir.file("out.txt"));
 }

@@ -1,0 +1,45 @@
+#include "router/policy_config.h"
+
+#include <gtest/gtest.h>
+
+namespace cgn::router {
+namespace {
+
+TEST(PolicyConfig, MapsMillisecondWeightsToTheCoreUnits) {
+  config::RouterConfig cfg;
+  cfg.policy = "least_load";
+  cfg.routing.block_bytes = 256;
+  cfg.routing.weights.prefill_ms_per_block = 4.0;
+  cfg.routing.weights.queue_ms_per_request = 50;
+  cfg.routing.weights.running_ms_per_request = 8;
+  cfg.routing.weights.kv_pressure_ms = 200;
+  cfg.routing.weights.temperature = 10;
+  cfg.routing.load_guard.spread_min_gap = 5;
+  cfg.routing.load_guard.spread_ratio = 3;
+  cfg.routing.index_ttl_s = 30;
+  const auto p = policy_from_config(cfg);
+  EXPECT_EQ(p.kind, routing::PolicyKind::kLeastLoad);
+  // 256 bytes / 4 bytes per token = 64 tokens per block in 4 ms = 16000 tokens/s.
+  EXPECT_DOUBLE_EQ(p.weights.prefill_tokens_per_s, 16000.0);
+  EXPECT_DOUBLE_EQ(p.weights.queue_seconds, 0.05);
+  EXPECT_DOUBLE_EQ(p.weights.running_seconds, 0.008);
+  EXPECT_DOUBLE_EQ(p.weights.kv_pressure_seconds, 0.2);
+  EXPECT_DOUBLE_EQ(p.weights.kv_knee, 0.0);
+  EXPECT_DOUBLE_EQ(p.temperature_s, 0.01);
+  EXPECT_DOUBLE_EQ(p.guard.spread_abs, 5);
+  EXPECT_DOUBLE_EQ(p.guard.spread_rel, 3);
+  EXPECT_EQ(index_from_config(cfg).optimistic_ttl, 30 * kNanosPerSecond);
+}
+
+TEST(PolicyConfig, DescribesOnlyWhatChanged) {
+  config::RouterConfig a;
+  config::RouterConfig b = a;
+  EXPECT_EQ(describe_policy_change(policy_from_config(a), policy_from_config(b)), "");
+  b.policy = "round_robin";
+  b.routing.weights.queue_ms_per_request = 100;
+  EXPECT_EQ(describe_policy_change(policy_from_config(a), policy_from_config(b)),
+            "policy kv -> round_robin, queue_seconds 0.05 -> 0.1");
+}
+
+}  // namespace
+}  // namespace cgn::router
