@@ -1,0 +1,722 @@
+#include "sim/server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <unordered_map>
+
+#include "core/http/client.h"
+#include "core/http/server.h"
+#include "core/log.h"
+#include "sim/metrics_render.h"
+#include "sim/openai_parse.h"
+#include "sim/openai_render.h"
+#include "sim/shell_api.h"
+
+namespace cgn::sim {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+using std::chrono::steady_clock;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+namespace {
+
+// One request's mailbox: the engine timer pushes its events and cancels the
+// wake-up timer; the handler coroutine drains the queue and waits on it.
+struct Waiter {
+  explicit Waiter(const asio::any_io_executor& ex) : wake(ex, steady_clock::time_point::max()) {}
+  std::deque<Event> events;
+  asio::steady_timer wake;
+};
+
+std::string_view header(const http::Request& req, std::string_view name) {
+  auto it = req.find(name);
+  return it == req.end() ? std::string_view() : std::string_view(it->value().data(), it->value().size());
+}
+
+void add_headers(http::Response& res, const std::vector<std::pair<std::string, std::string>>& hs) {
+  for (const auto& [k, v] : hs) {
+    res.set(k, v);
+  }
+}
+
+// Binds host:port without listening: connects are refused until we listen.
+int reserve_port(const std::string& host, uint16_t port, uint16_t& bound, std::string& err) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  const std::string h = host == "localhost" ? "127.0.0.1" : host;
+  if (::inet_pton(AF_INET, h.c_str(), &addr.sin_addr) != 1) {
+    err = "--host must be an IPv4 address, got '" + host + "'";
+    return -1;
+  }
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    err = "socket() failed";
+    return -1;
+  }
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    err = "cannot bind " + host + ":" + std::to_string(port) + ": " + std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  bound = ntohs(addr.sin_port);
+  return fd;
+}
+
+}  // namespace
+
+struct SimServer::Impl {
+  Impl(const ShellConfig& cfg, EngineConfig ecfg)
+      : shell(cfg),
+        flavour(cfg.sim.flavour),
+        engine(std::move(ecfg)),
+        epoch(steady_clock::now()),
+        load_end(static_cast<Nanos>(cfg.sim.load_seconds * 1e9)),
+        created_unix(std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count()),
+        logger(log::get("sim")) {
+    mctx.model_name = cfg.sim.served_model_name;
+    mctx.engine_index = cfg.sim.engine_index;
+    mctx.created_unix = static_cast<double>(created_unix);
+    mctx.deprecated_names = cfg.sim.deprecated_metrics;
+  }
+
+  // ---- engine driving (worker thread only) ----------------------------------
+
+  Nanos now() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(steady_clock::now() - epoch).count();
+  }
+  bool loaded() const { return now() >= load_end; }
+
+  void pump() {
+    if (shutting_down) {
+      return;
+    }
+    engine.advance_to(now());
+    scratch.clear();
+    engine.take_events(scratch);
+    for (Event& ev : scratch) {
+      dispatch(std::move(ev));
+    }
+    scratch.clear();
+    arm();
+  }
+
+  void arm() {
+    const Nanos t = engine.next_event_time();
+    if (t == kNever) {
+      if (armed != kNever) {
+        armed = kNever;
+        tick->cancel();  // idle: no timer, no CPU
+      }
+      return;
+    }
+    if (t == armed) {
+      return;
+    }
+    armed = t;
+    tick->expires_at(epoch + std::chrono::nanoseconds(t));
+    tick->async_wait([this, t](error_code ec) {
+      if (ec || armed != t) {
+        return;  // re-armed or cancelled meanwhile
+      }
+      armed = kNever;
+      pump();
+    });
+  }
+
+  void dispatch(Event&& ev) {
+    if (ev.kind == EventKind::kKvPull) {
+      asio::co_spawn(server->worker_context(0), pull_kv(ev.handle, std::move(*ev.pull)), asio::detached);
+      return;
+    }
+    auto it = waiters.find(ev.handle);
+    if (it == waiters.end()) {
+      return;  // the exchange went away (aborted)
+    }
+    it->second->events.push_back(std::move(ev));
+    it->second->wake.cancel();
+  }
+
+  // P/D decode side: claim the blocks from the prefill instance's side channel.
+  asio::awaitable<void> pull_kv(RequestHandle h, KvPull p) {
+    ClaimStatus st = ClaimStatus::kUnknown;
+    if (p.remote_port > 0 && p.remote_port <= 65535) {
+      http::Upstream up{p.remote_host == "localhost" ? "127.0.0.1" : p.remote_host,
+                        static_cast<uint16_t>(p.remote_port), false};
+      http::Request req{http::Verb::post, std::string(kClaimPath), 11};
+      req.set(http::Field::content_type, "application/json");
+      req.body() = render_claim_body({p.remote_engine_id, p.remote_request_id, p.remote_block_ids});
+      http::ClientTimeouts t;
+      t.connect = std::chrono::milliseconds(2'000);
+      t.header = std::chrono::milliseconds(5'000);
+      t.body = std::chrono::milliseconds(5'000);
+      if (!client) {
+        make_client();
+      }
+      auto res = co_await client->send(up, std::move(req), t);
+      if (res && res->result_int() == 200) {
+        st = parse_claim_answer(res->body());
+      } else {
+        CGN_LOG_WARN(logger, "kv claim failed; recomputing", log::kv("remote", up.key()),
+                     log::kv("error", res ? std::to_string(res->result_int()) : res.error().message));
+      }
+    }
+    if (shutting_down) {
+      co_return;
+    }
+    engine.complete_kv_pull(h, st, now());
+    pump();
+  }
+
+  // The side-channel client. Its TLS context initialises OpenSSL (~4 MB
+  // resident), so instances that never pull build it on first use.
+  void make_client() {
+    http::ClientConfig cc;
+    cc.tls_verify = false;  // plain HTTP on loopback; no CA bundle to load
+    client = std::make_unique<http::HttpClient>(server->worker_context(0), cc);
+  }
+
+  // Waits for the request's next event; nullopt when the client went away.
+  asio::awaitable<std::optional<Event>> next_event(Waiter& w, http::Exchange& ex) {
+    while (w.events.empty()) {
+      if (!ex.client_open()) {
+        co_return std::nullopt;
+      }
+      (void)co_await w.wake.async_wait(use_tuple);
+    }
+    Event e = std::move(w.events.front());
+    w.events.pop_front();
+    co_return e;
+  }
+
+  // Removes the mailbox and aborts the engine request unless it finished.
+  struct Registration {
+    Impl& impl;
+    RequestHandle handle;
+    bool finished = false;
+    ~Registration() {
+      impl.waiters.erase(handle);
+      if (!finished && !impl.shutting_down) {
+        impl.engine.abort(handle, impl.now());
+        impl.pump();
+      }
+    }
+  };
+
+  // ---- responses -------------------------------------------------------------
+
+  http::Response error_response(int status, std::string_view message, std::string_view param = {}) const {
+    return http::make_response(static_cast<unsigned>(status),
+                               render_error_body(flavour, status, message, param), "application/json");
+  }
+
+  http::Response loading_response() const {
+    const HealthAnswer a = health_answer(flavour, false);
+    return http::make_response(static_cast<unsigned>(a.status), std::string(a.body), a.content_type);
+  }
+
+  static asio::awaitable<bool> wait_real(std::chrono::nanoseconds d, http::Exchange& ex) {
+    asio::steady_timer t(co_await asio::this_coro::executor, d);
+    (void)co_await t.async_wait(use_tuple);
+    co_return ex.client_open();
+  }
+
+  std::string request_id(const http::Request& req) {
+    std::string_view given = header(req, "X-Request-Id");
+    if (!given.empty() && given.size() <= 256) {
+      return std::string(given);
+    }
+    return "sim-" + std::to_string(port) + "-" + std::to_string(++next_id);
+  }
+
+  asio::awaitable<void> generate(http::Exchange& ex, ApiKind kind) {
+    if (!loaded()) {
+      (void)co_await ex.respond(loading_response());
+      co_return;
+    }
+    const http::Request& hreq = ex.request();
+    const std::string rid = request_id(hreq);
+
+    // Faults: the flag plan (maybe for a fraction of requests), overridden by the header.
+    FaultPlan plan = fault_applies(shell.sim.faults, rid) ? shell.sim.faults : FaultPlan{};
+    if (std::string_view spec = header(hreq, kFaultHeader); !spec.empty()) {
+      auto hp = parse_fault_spec(spec, /*from_header=*/true);
+      if (!hp) {
+        (void)co_await ex.respond(error_response(400, "X-Sim-Fault: " + hp.error().message));
+        co_return;
+      }
+      plan = merge_faults(plan, *hp);
+    }
+    if (plan.exit_process) {
+      CGN_LOG_WARN(logger, "fault: exiting", log::kv("request_id", rid));
+      std::_Exit(1);
+    }
+    if (plan.slow_start > 0 && !co_await wait_real(std::chrono::nanoseconds(plan.slow_start), ex)) {
+      co_return;
+    }
+
+    auto body = parse_generation_body(kind, hreq.body());
+    if (!body) {
+      (void)co_await ex.respond(error_response(400, body.error().message));
+      co_return;
+    }
+    if (flavour == Flavour::kVllm && !body->model.empty() && body->model != shell.sim.served_model_name) {
+      (void)co_await ex.respond(
+          error_response(404, "The model `" + body->model.substr(0, 256) + "` does not exist.", "model"));
+      co_return;
+    }
+    Request r = to_engine_request(*body, shell.sim.reply_mode, engine.config().model.max_model_len);
+    r.external_id = rid;
+    r.fail_before_first_token = plan.error_status;
+    const bool decode_leg = r.kv_transfer && r.kv_transfer->do_remote_prefill;
+
+    Waiter w(co_await asio::this_coro::executor);
+    auto h = engine.add_request(std::move(r), now());
+    if (!h) {
+      (void)co_await ex.respond(error_response(http_status(h.error().code), h.error().message));
+      co_return;
+    }
+    waiters.emplace(*h, &w);
+    Registration reg{*this, *h};
+    pump();
+
+    ResponseMeta meta;
+    meta.kind = kind;
+    meta.id = (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + rid;
+    meta.created = created_unix + (now() / kNanosPerSecond);
+    meta.model = shell.sim.served_model_name;
+
+    auto finished_headers = [&](const Completion& c) {
+      auto hs = timing_headers(c);
+      hs.emplace_back("X-Request-Id", rid);
+      if (decode_leg) {
+        hs.emplace_back("X-Sim-Kv-Pull",
+                        c.kv_pull_failed ? "failed" : (c.transferred_tokens > 0 ? "ok" : "none"));
+      }
+      return hs;
+    };
+    auto fail = [&](const Completion& c) {
+      const int status = c.error_status > 0 ? c.error_status : 500;
+      http::Response res = error_response(status, "Simulated engine failure (fault injection).");
+      add_headers(res, finished_headers(c));
+      return res;
+    };
+
+    if (!body->stream) {
+      for (;;) {
+        auto ev = co_await next_event(w, ex);
+        if (!ev) {
+          co_return;  // client gone: the registration aborts the request
+        }
+        if (ev->kind != EventKind::kFinished) {
+          continue;
+        }
+        reg.finished = true;
+        const Completion& c = *ev->completion;
+        if (c.reason == FinishReason::kError) {
+          (void)co_await ex.respond(fail(c));
+          co_return;
+        }
+        http::Response res = http::make_response(200, render_completion_body(meta, c), "application/json");
+        add_headers(res, finished_headers(c));
+        (void)co_await ex.respond(std::move(res));
+        co_return;
+      }
+    }
+
+    // Streaming: status and headers go out with the first token, carrying the
+    // modelled queue time and TTFT known at that moment.
+    SseStream sse(meta, body->include_usage);
+    bool stalled = plan.stall == 0;
+    bool started = false;
+    for (;;) {
+      auto ev = co_await next_event(w, ex);
+      if (!ev) {
+        co_return;
+      }
+      std::string bytes;
+      bool done = false;
+      const uint32_t chunks_before = sse.chunks();  // events already written
+      if (ev->kind == EventKind::kFinished) {
+        reg.finished = true;
+        const Completion& c = *ev->completion;
+        if (!started) {
+          (void)co_await ex.respond(fail(c));
+          co_return;
+        }
+        bytes = c.reason == FinishReason::kError
+                    ? sse.on_error(flavour, c.error_status, "Simulated engine failure (fault injection).")
+                    : sse.on_finished(c);
+        done = true;
+      } else if (ev->kind == EventKind::kToken) {
+        if (!started) {
+          Completion so_far;
+          so_far.timing = ev->timing;
+          so_far.timing.finished = ev->timing.first_token;
+          so_far.usage.cached_tokens = ev->cached_tokens;
+          so_far.transferred_tokens = ev->transferred_tokens;
+          http::Fields fields;
+          for (const auto& [k, v] : timing_headers(so_far)) {
+            if (k != "X-Sim-E2e-Ms") {  // unknown until the end
+              fields.set(k, v);
+            }
+          }
+          fields.set("X-Request-Id", rid);
+          if (!co_await ex.begin_sse(std::move(fields))) {
+            co_return;
+          }
+          started = true;
+        }
+        bytes = sse.on_token(*ev);
+      } else {
+        continue;
+      }
+      if (!stalled && chunks_before >= plan.stall_after_events) {
+        stalled = true;
+        if (!co_await wait_real(std::chrono::nanoseconds(plan.stall), ex)) {
+          co_return;
+        }
+      }
+      if (!co_await ex.write(bytes)) {
+        co_return;
+      }
+      if (done) {
+        (void)co_await ex.end_stream();
+        co_return;
+      }
+      if (plan.drop_after_events > 0 && sse.chunks() >= plan.drop_after_events) {
+        CGN_LOG_INFO(logger, "fault: dropping stream", log::kv("request_id", rid),
+                     log::kv("events", sse.chunks()));
+        ex.abort();
+        co_return;  // the registration aborts the engine request
+      }
+    }
+  }
+
+  asio::awaitable<void> embeddings(http::Exchange& ex) {
+    if (!loaded()) {
+      (void)co_await ex.respond(loading_response());
+      co_return;
+    }
+    auto body = parse_embeddings_body(ex.request().body());
+    if (!body) {
+      (void)co_await ex.respond(error_response(400, body.error().message));
+      co_return;
+    }
+    const uint32_t dims = body->dimensions > 0 ? body->dimensions : shell.embedding_dims;
+    if (static_cast<uint64_t>(dims) * body->inputs.size() > (uint64_t{4} << 20)) {
+      (void)co_await ex.respond(error_response(400, "inputs x dimensions must not exceed 4194304", "input"));
+      co_return;
+    }
+    std::vector<std::vector<float>> vecs;
+    vecs.reserve(body->inputs.size());
+    uint32_t tokens = 0;
+    for (const auto& in : body->inputs) {
+      vecs.push_back(embedding_vector(in, dims));
+      tokens += static_cast<uint32_t>(in.size());
+    }
+    const std::string id = "embd-" + request_id(ex.request());
+    (void)co_await ex.respond(
+        http::make_response(200,
+                            render_embeddings_body(id, created_unix + now() / kNanosPerSecond,
+                                                   shell.sim.served_model_name, vecs, tokens, body->base64),
+                            "application/json"));
+  }
+
+  asio::awaitable<void> health(http::Exchange& ex) {
+    const HealthAnswer a = health_answer(flavour, loaded());
+    (void)co_await ex.respond(
+        http::make_response(static_cast<unsigned>(a.status), std::string(a.body),
+                            a.content_type.empty() ? "application/json" : a.content_type));
+  }
+
+  asio::awaitable<void> models(http::Exchange& ex) {
+    if (!loaded()) {
+      (void)co_await ex.respond(loading_response());
+      co_return;
+    }
+    (void)co_await ex.respond(
+        http::make_response(200,
+                            render_models_body(flavour, shell.sim.served_model_name, shell.sim.model,
+                                               engine.config().model.max_model_len, created_unix),
+                            "application/json"));
+  }
+
+  asio::awaitable<void> claim(http::Exchange& ex) {
+    auto c = parse_claim_body(ex.request().body());
+    if (!c) {
+      (void)co_await ex.respond(error_response(400, c.error().message));
+      co_return;
+    }
+    ClaimStatus st = ClaimStatus::kUnknown;
+    if (c->engine_id == engine.config().engine_id) {
+      st = engine.claim_blocks(c->request_id, c->block_ids, now());
+      pump();
+    }
+    CGN_LOG_DEBUG(logger, "kv claim", log::kv("request_id", c->request_id),
+                  log::kv("status", claim_status_name(st)));
+    (void)co_await ex.respond(http::make_response(200, render_claim_answer(st), "application/json"));
+  }
+
+  asio::awaitable<void> evict(http::Exchange& ex) {
+    auto e = parse_evict_body(ex.request().body());
+    if (!e) {
+      (void)co_await ex.respond(error_response(400, e.error().message));
+      co_return;
+    }
+    const size_t n = e->all ? engine.evict_all(now()) : engine.evict_prefix(e->prefix, now());
+    pump();
+    (void)co_await ex.respond(
+        http::make_response(200, R"({"evicted_blocks":)" + std::to_string(n) + "}", "application/json"));
+  }
+
+  // SGLang's /flush_cache: refuses while requests are in flight, as SGLang does.
+  asio::awaitable<void> flush_cache(http::Exchange& ex) {
+    pump();
+    const EngineGauges g = engine.gauges();
+    if (g.running + g.waiting > 0) {
+      (void)co_await ex.respond(http::make_response(
+          400,
+          "Cache not flushed. Please check backend logs for more details. (When there are running or "
+          "waiting requests, the operation will not be performed.)\n",
+          "text/plain"));
+      co_return;
+    }
+    engine.evict_all(now());
+    (void)co_await ex.respond(http::make_response(
+        200,
+        "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
+        "requests, the operation will not be performed.)\n",
+        "text/plain"));
+  }
+
+  asio::awaitable<void> state(http::Exchange& ex) {
+    pump();
+    const EngineGauges g = engine.gauges();
+    const EngineStats& s = engine.stats();
+    std::string out = "{";
+    auto field = [&out](std::string_view k, auto v) {
+      if (out.size() > 1) {
+        out += ',';
+      }
+      out += '"';
+      out += k;
+      out += "\":";
+      out += std::to_string(v);
+    };
+    field("running", g.running);
+    field("waiting", g.waiting);
+    field("waiting_for_kv", g.waiting_for_kv);
+    field("held_handoffs", g.held_handoffs);
+    field("used_blocks", g.used_blocks);
+    field("total_blocks", g.total_blocks);
+    field("cached_blocks", g.cached_blocks);
+    field("block_size", g.block_size);
+    field("kv_handoffs_claimed", s.kv_handoffs_claimed);
+    field("kv_handoffs_expired", s.kv_handoffs_expired);
+    field("kv_pulls_ok", s.kv_pulls_ok);
+    field("kv_pulls_failed", s.kv_pulls_failed);
+    out += ",\"engine_id\":\"" + engine.config().engine_id +
+           "\",\"loaded\":" + (loaded() ? "true" : "false") + "}";
+    (void)co_await ex.respond(http::make_response(200, std::move(out), "application/json"));
+  }
+
+  http::RouteTable routes() {
+    http::RouteTable rt;
+    rt.post("/v1/chat/completions", [this](http::Exchange& ex) { return generate(ex, ApiKind::kChat); });
+    rt.post("/v1/completions", [this](http::Exchange& ex) { return generate(ex, ApiKind::kCompletion); });
+    if (flavour == Flavour::kMlx) {
+      rt.post("/chat/completions", [this](http::Exchange& ex) { return generate(ex, ApiKind::kChat); });
+    }
+    rt.post("/v1/embeddings", [this](http::Exchange& ex) { return embeddings(ex); });
+    rt.get("/v1/models", [this](http::Exchange& ex) { return models(ex); });
+    auto h = [this](http::Exchange& ex) { return health(ex); };
+    rt.get(std::string(flavour_traits(flavour).health.path), h);
+    if (flavour == Flavour::kLlamacpp) {
+      rt.get("/v1/health", h);
+    }
+    if (flavour == Flavour::kSglang) {
+      rt.get("/health_generate", h);
+      rt.get("/flush_cache", [this](http::Exchange& ex) { return flush_cache(ex); });
+      rt.post("/flush_cache", [this](http::Exchange& ex) { return flush_cache(ex); });
+    }
+    const std::string_view mpath = flavour_traits(flavour).metrics_path;
+    if (shell.sim.metrics_enabled && !mpath.empty()) {
+      rt.get(std::string(mpath), http::metrics_handler([this] {
+               pump();
+               return render_metrics(flavour, engine, mctx);
+             }));
+      rt.enable_cors(std::string(mpath));
+    }
+    rt.post(std::string(kClaimPath), [this](http::Exchange& ex) { return claim(ex); });
+    rt.post("/admin/evict", [this](http::Exchange& ex) { return evict(ex); });
+    rt.get("/admin/state", [this](http::Exchange& ex) { return state(ex); });
+    return rt;
+  }
+
+  ShellConfig shell;
+  Flavour flavour;
+  Engine engine;
+  steady_clock::time_point epoch;
+  Nanos load_end;
+  int64_t created_unix;
+  log::Logger logger;
+  MetricsContext mctx;
+  uint16_t port = 0;
+
+  std::unique_ptr<http::Server> server;
+  std::optional<asio::steady_timer> tick;
+  std::unique_ptr<http::HttpClient> client;
+  std::unordered_map<RequestHandle, Waiter*> waiters;
+  std::vector<Event> scratch;
+  Nanos armed = kNever;
+  uint64_t next_id = 0;
+  bool shutting_down = false;
+};
+
+SimServer::SimServer(ShellConfig config) : config_(std::move(config)) {}
+
+SimServer::~SimServer() {
+  stop();
+}
+
+http::HttpResult<uint16_t> SimServer::start() {
+  std::string err;
+  reserved_fd_ = reserve_port(config_.sim.host, config_.sim.port, port_, err);
+  if (reserved_fd_ < 0) {
+    return http::http_error(http::HttpError::bind_failed, err);
+  }
+  EngineConfig ecfg = config_.sim.engine;
+  if (!(config_.sim.kv_transfer && !config_.sim.kv_transfer->engine_id.empty())) {
+    ecfg.engine_id = "sim-" + std::string(flavour_name(config_.sim.flavour)) + "-" + std::to_string(port_);
+  }
+  // The side channel shares the API port (POST /internal/kv/claim).
+  ecfg.side_channel_port = port_;
+  engine_id_ = ecfg.engine_id;
+  auto lg = log::get("sim");
+
+  if (config_.sim.faults.refuse_connections) {
+    // Accept and close at once: the client sees its connection dropped.
+    if (::listen(reserved_fd_, 128) != 0) {
+      return http::http_error(http::HttpError::bind_failed, "listen() failed");
+    }
+    const int fd = reserved_fd_;
+    refuser_ = std::thread([fd] {
+      for (;;) {
+        const int c = ::accept(fd, nullptr, nullptr);
+        if (c < 0) {
+          if (errno == EINTR || errno == ECONNABORTED) {
+            continue;
+          }
+          return;
+        }
+        ::close(c);
+      }
+    });
+    CGN_LOG_WARN(lg, "fault: refusing every connection", log::kv("port", port_));
+    return port_;
+  }
+
+  impl_ = std::make_unique<Impl>(config_, std::move(ecfg));
+  impl_->port = port_;
+  http::ServerConfig scfg;
+  scfg.host = config_.sim.host == "localhost" ? "127.0.0.1" : config_.sim.host;
+  scfg.port = port_;
+  scfg.threads = 1;
+  scfg.limits.max_body_bytes = kMaxBodyBytes;
+  impl_->server = std::make_unique<http::Server>(scfg, impl_->routes());
+  impl_->tick.emplace(impl_->server->worker_context(0));
+  if (config_.sim.kv_transfer && config_.sim.kv_transfer->kv_role != "kv_producer") {
+    impl_->make_client();  // a decode-capable P/D instance: no set-up cost on its first pull
+  }
+
+  auto listen_now = [this]() -> http::HttpResult<uint16_t> {
+    ::close(reserved_fd_);
+    reserved_fd_ = -1;
+    return impl_->server->start();
+  };
+  const bool closed_while_loading = health_answer(config_.sim.flavour, false).listening == false;
+  if (!closed_while_loading || config_.sim.load_seconds <= 0) {
+    auto p = listen_now();
+    if (!p) {
+      return p.error();
+    }
+    CGN_LOG_INFO(lg, "listening", log::kv("flavour", flavour_name(config_.sim.flavour)),
+                 log::kv("port", port_), log::kv("model", config_.sim.served_model_name),
+                 log::kv("engine_id", engine_id_));
+    return port_;
+  }
+  CGN_LOG_INFO(lg, "loading; port closed until loaded", log::kv("port", port_),
+               log::kv("seconds", config_.sim.load_seconds));
+  loader_ = std::thread([this, listen_now, lg] {
+    std::unique_lock lk(mu_);
+    const auto until = impl_->epoch + std::chrono::nanoseconds(impl_->load_end);
+    if (cv_.wait_until(lk, until, [this] { return stopping_; })) {
+      return;
+    }
+    auto p = listen_now();
+    if (!p) {
+      CGN_LOG_ERROR(lg, "listen after loading failed", log::kv("error", p.error().message));
+      std::_Exit(1);
+    }
+    CGN_LOG_INFO(lg, "loaded; listening", log::kv("port", port_));
+  });
+  return port_;
+}
+
+void SimServer::stop() {
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) {
+      return;
+    }
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (loader_.joinable()) {
+    loader_.join();
+  }
+  if (reserved_fd_ >= 0) {
+    ::shutdown(reserved_fd_, SHUT_RDWR);  // wakes the refuser's accept()
+  }
+  if (refuser_.joinable()) {
+    refuser_.join();
+  }
+  if (reserved_fd_ >= 0) {
+    ::close(reserved_fd_);
+    reserved_fd_ = -1;
+  }
+  if (impl_) {
+    impl_->server->stop(config_.shutdown_grace);
+    // The worker is joined: this thread owns everything now.
+    impl_->shutting_down = true;
+    impl_->tick.reset();
+    impl_->client.reset();
+    impl_->server.reset();
+    impl_.reset();
+  }
+}
+
+}  // namespace cgn::sim
