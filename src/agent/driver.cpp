@@ -1,0 +1,169 @@
+#include "agent/driver.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <utility>
+
+namespace cgn::agent {
+
+std::string_view to_string(DriverError e) {
+  switch (e) {
+    case DriverError::kUnknownDriver:
+      return "unknown_driver";
+    case DriverError::kInvalidConfig:
+      return "invalid_config";
+    case DriverError::kUnsupported:
+      return "unsupported";
+  }
+  return "unknown";
+}
+
+namespace {
+constexpr std::pair<KvOffload, std::string_view> kOffloadNames[] = {
+    {KvOffload::kNone, "none"},       {KvOffload::kNixl, "nixl"}, {KvOffload::kLmcache, "lmcache"},
+    {KvOffload::kHicache, "hicache"}, {KvOffload::kKvbm, "kvbm"}, {KvOffload::kCgn, "cgn"},
+};
+}  // namespace
+
+std::string_view to_string(KvOffload k) {
+  for (const auto& [value, text] : kOffloadNames) {
+    if (value == k) {
+      return text;
+    }
+  }
+  return "none";
+}
+
+std::optional<KvOffload> parse_kv_offload(std::string_view s) {
+  for (const auto& [value, text] : kOffloadNames) {
+    if (text == s) {
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(HealthVerdict v) {
+  switch (v) {
+    case HealthVerdict::kReady:
+      return "ready";
+    case HealthVerdict::kLoading:
+      return "loading";
+    case HealthVerdict::kUnhealthy:
+      return "unhealthy";
+  }
+  return "unknown";
+}
+
+HealthVerdict classify_health(const HealthSpec& spec, const HealthAnswer& answer, bool was_ready) {
+  if (answer.status == 0) {
+    return was_ready ? HealthVerdict::kUnhealthy : HealthVerdict::kLoading;
+  }
+  if (answer.status == spec.ready_status) {
+    return HealthVerdict::kReady;
+  }
+  if (spec.loading_status && answer.status == *spec.loading_status &&
+      answer.body.find(spec.loading_marker) != std::string::npos) {
+    return HealthVerdict::kLoading;
+  }
+  return HealthVerdict::kUnhealthy;
+}
+
+void DriverRegistry::add(std::unique_ptr<EngineDriver> driver) {
+  std::string key(driver->name());
+  drivers_[key] = std::move(driver);
+}
+
+Result<const EngineDriver*, DriverError> DriverRegistry::find(std::string_view name) const {
+  auto it = drivers_.find(name);
+  if (it == drivers_.end()) {
+    return make_error(DriverError::kUnknownDriver,
+                      fmt::format("no engine driver named '{}' (known: {})", name, fmt::join(names(), ", ")));
+  }
+  return static_cast<const EngineDriver*>(it->second.get());
+}
+
+std::vector<std::string> DriverRegistry::names() const {
+  std::vector<std::string> out;
+  out.reserve(drivers_.size());
+  for (const auto& [name, driver] : drivers_) {
+    out.push_back(name);
+  }
+  return out;
+}
+
+void register_builtin_drivers(DriverRegistry& registry) {
+  registry.add(make_vllm_driver());
+  registry.add(make_sglang_driver());
+  registry.add(make_trtllm_driver());
+  registry.add(make_llamacpp_driver());
+  registry.add(make_mlx_driver());
+  registry.add(make_cgn_infer_driver());
+  registry.add(make_external_driver());
+}
+
+const DriverRegistry& builtin_drivers() {
+  static const DriverRegistry registry = [] {
+    DriverRegistry r;
+    register_builtin_drivers(r);
+    return r;
+  }();
+  return registry;
+}
+
+namespace detail {
+
+void pin_gpus(const std::vector<uint32_t>& gpus, std::map<std::string, std::string>& env) {
+  if (gpus.empty()) {
+    return;
+  }
+  std::string list = fmt::format("{}", fmt::join(gpus, ","));
+  env["CUDA_VISIBLE_DEVICES"] = list;
+  env["HIP_VISIBLE_DEVICES"] = list;
+}
+
+Status<DriverError> check_common(const config::EngineConfig& engine, std::string_view driver) {
+  if (engine.model.empty()) {
+    return make_error(DriverError::kInvalidConfig, fmt::format("{}: [engine] model is required", driver));
+  }
+  if (engine.port == 0) {
+    return make_error(DriverError::kInvalidConfig, fmt::format("{}: [engine] port must be non-zero", driver));
+  }
+  if (engine.tensor_parallel == 0) {
+    return make_error(DriverError::kInvalidConfig,
+                      fmt::format("{}: [engine] tensor_parallel must be at least 1", driver));
+  }
+  return Ok{};
+}
+
+Error<DriverError> unsupported(std::string_view driver, std::string_view what) {
+  return make_error(DriverError::kUnsupported, fmt::format("{}: {} is not supported", driver, what));
+}
+
+std::string served_name_or_model(const config::EngineConfig& engine) {
+  return engine.served_name.empty() ? engine.model : engine.served_name;
+}
+
+Status<DriverError> require_plain(const LaunchOptions& options, std::string_view driver) {
+  if (options.role != routing::NodeRole::kBoth) {
+    return unsupported(
+        driver, fmt::format("role \"{}\" (no disaggregation support)", routing::to_string(options.role)));
+  }
+  if (options.kv_offload != KvOffload::kNone) {
+    return unsupported(driver, fmt::format("kv_offload = \"{}\"", to_string(options.kv_offload)));
+  }
+  return Ok{};
+}
+
+Status<DriverError> require_single_tp(const config::EngineConfig& engine, std::string_view driver) {
+  if (engine.tensor_parallel != 1) {
+    return unsupported(driver, fmt::format("tensor_parallel = {} (the engine has no tensor-parallel flag; "
+                                           "it uses the pinned gpus itself)",
+                                           engine.tensor_parallel));
+  }
+  return Ok{};
+}
+
+}  // namespace detail
+}  // namespace cgn::agent

@@ -1,0 +1,150 @@
+// Engine drivers: how to launch one inference engine, how to tell that it is ready, and where its
+// metrics are. A driver is plain data plus one pure function (launch_command); the supervisor
+// (supervisor.h) runs what it returns. Drivers register by the name used in [engine] kind.
+//
+// Thread-safety: drivers are immutable after construction; every method is const and safe from
+// any thread. The registry is filled once at start-up (register_builtin_drivers) and read-only
+// afterwards.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config.h"
+#include "core/result.h"
+#include "routing/engine_metrics.h"
+#include "routing/types.h"
+
+namespace cgn::agent {
+
+enum class DriverError : uint8_t {
+  kUnknownDriver,  // no driver registered under that name
+  kInvalidConfig,  // a required value is missing or out of range
+  kUnsupported,    // a valid value this engine (or this driver) cannot do; the message names it
+};
+
+std::string_view to_string(DriverError e);
+
+// KV offload / transfer modes ([engine] kv_offload). See docs/agent.md for the flags each engine
+// gets; combinations not listed there are rejected with kUnsupported.
+enum class KvOffload : uint8_t { kNone, kNixl, kLmcache, kHicache, kKvbm, kCgn };
+
+std::string_view to_string(KvOffload k);
+std::optional<KvOffload> parse_kv_offload(std::string_view s);
+
+// What a driver needs beyond [engine]. Fields here have no [engine] key yet (see docs/agent.md,
+// "Config keys wanted"); the agent fills them from its own flags until core grows the keys.
+struct LaunchOptions {
+  routing::NodeRole role = routing::NodeRole::kBoth;
+  KvOffload kv_offload = KvOffload::kNone;
+  // vLLM NixlConnector side channel (VLLM_NIXL_SIDE_CHANNEL_HOST/PORT); used when the role is
+  // prefill or decode, or kv_offload is nixl. 0 / empty: the engine's default (not exported).
+  std::string nixl_side_channel_host;
+  uint16_t nixl_side_channel_port = 0;
+  // llama.cpp -np (parallel slots).
+  uint32_t parallel_slots = 4;
+  // external only: the engine kind whose health and metrics semantics to use ("" = generic).
+  std::string attach_kind;
+};
+
+// The process to run. argv[0] is looked up on PATH. env holds only the variables the driver
+// sets; the supervisor adds them to the agent's own environment.
+struct LaunchCommand {
+  std::vector<std::string> argv;  // empty: nothing to spawn (external engine)
+  std::map<std::string, std::string> env;
+};
+
+// How an engine answers its health endpoint, as data, so one prober serves every engine.
+//   vLLM:      the port is closed while the model loads; then GET /health is 200 (503 = dead).
+//   llama.cpp: GET /health is 503 {"error":{"message":"Loading model",...}} while loading, then 200.
+//   SGLang, TRT-LLM, MLX: GET /health 200 when ready; the port is closed before that.
+// A closed port before the first "ready" means loading for every engine (no engine listens
+// the instant it starts); after it, it means unhealthy.
+struct HealthSpec {
+  std::string path = "/health";
+  unsigned ready_status = 200;
+  // A response with this status whose body contains loading_marker means "still loading".
+  std::optional<unsigned> loading_status;
+  std::string loading_marker;
+};
+
+enum class HealthVerdict : uint8_t { kReady, kLoading, kUnhealthy };
+
+std::string_view to_string(HealthVerdict v);
+
+// One health answer; status 0 = no HTTP answer (refused, reset, timed out).
+struct HealthAnswer {
+  unsigned status = 0;
+  std::string body;
+};
+
+// Pure: what one probe answer means, given whether the engine has been ready since it started.
+HealthVerdict classify_health(const HealthSpec& spec, const HealthAnswer& answer, bool was_ready);
+
+class EngineDriver {
+ public:
+  virtual ~EngineDriver() = default;
+
+  // The registry name ("vllm", "sglang", "trtllm", "llamacpp", "mlx", "cgn-infer", "external").
+  virtual std::string_view name() const = 0;
+  // The exact command for this config, or why it cannot be built. Every driver that spawns pins
+  // CUDA_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES to [engine] gpus (not set when gpus is empty:
+  // the engine then sees every device the agent sees).
+  virtual Result<LaunchCommand, DriverError> launch_command(const config::EngineConfig& engine,
+                                                            const LaunchOptions& options) const = 0;
+  virtual HealthSpec health(const LaunchOptions& options) const = 0;
+  // The Prometheus metrics path, or nullopt when the engine has none (MLX) or it is unknown.
+  virtual std::optional<std::string> metrics_path(const LaunchOptions& options) const = 0;
+  // The routing scraper's mapping for this engine, or nullopt (no scrape).
+  virtual std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& options) const = 0;
+  // False for drivers that attach to a process someone else runs.
+  virtual bool spawns() const { return true; }
+};
+
+// Drivers by name. Not thread-safe while registering; read-only use is.
+class DriverRegistry {
+ public:
+  // Replaces any driver of the same name.
+  void add(std::unique_ptr<EngineDriver> driver);
+  Result<const EngineDriver*, DriverError> find(std::string_view name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, std::unique_ptr<EngineDriver>, std::less<>> drivers_;
+};
+
+// vllm, sglang, trtllm, llamacpp, mlx, cgn-infer, external.
+void register_builtin_drivers(DriverRegistry& registry);
+
+// The process-wide registry with the built-in drivers.
+const DriverRegistry& builtin_drivers();
+
+// Factories, one per driver file.
+std::unique_ptr<EngineDriver> make_vllm_driver();
+std::unique_ptr<EngineDriver> make_sglang_driver();
+std::unique_ptr<EngineDriver> make_trtllm_driver();
+std::unique_ptr<EngineDriver> make_llamacpp_driver();
+std::unique_ptr<EngineDriver> make_mlx_driver();
+std::unique_ptr<EngineDriver> make_cgn_infer_driver();
+std::unique_ptr<EngineDriver> make_external_driver();
+
+// Helpers shared by the driver files.
+namespace detail {
+// CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES from gpus ("0,1"); nothing when gpus is empty.
+void pin_gpus(const std::vector<uint32_t>& gpus, std::map<std::string, std::string>& env);
+// Common checks: model set, port non-zero, tensor_parallel >= 1.
+Status<DriverError> check_common(const config::EngineConfig& engine, std::string_view driver);
+Error<DriverError> unsupported(std::string_view driver, std::string_view what);
+std::string served_name_or_model(const config::EngineConfig& engine);
+// For engines with no disaggregation or offload support: role must be both, kv_offload none.
+Status<DriverError> require_plain(const LaunchOptions& options, std::string_view driver);
+// For engines with no tensor-parallel flag: tensor_parallel must be 1.
+Status<DriverError> require_single_tp(const config::EngineConfig& engine, std::string_view driver);
+}  // namespace detail
+
+}  // namespace cgn::agent

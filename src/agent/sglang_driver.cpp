@@ -1,0 +1,68 @@
+// SGLang: `python3 -m sglang.launch_server --model-path M --port N --enable-metrics --tp T
+// [--served-model-name X] [--enable-hierarchical-cache] [extra args]`. Metrics are off without
+// --enable-metrics, so the driver always passes it.
+#include "agent/driver.h"
+
+namespace cgn::agent {
+namespace {
+
+class SglangDriver final : public EngineDriver {
+ public:
+  std::string_view name() const override { return "sglang"; }
+
+  Result<LaunchCommand, DriverError> launch_command(const config::EngineConfig& engine,
+                                                    const LaunchOptions& options) const override {
+    if (auto st = detail::check_common(engine, name()); !st) {
+      return st.error();
+    }
+    if (options.role != routing::NodeRole::kBoth) {
+      // SGLang's PD mode (--disaggregation-mode, bootstrap rooms) is a different protocol from
+      // the vLLM NixlConnector flow the router speaks.
+      return detail::unsupported(name(), "a prefill or decode role (SGLang PD disaggregation)");
+    }
+    LaunchCommand cmd;
+    cmd.argv = {"python3",
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                engine.model,
+                "--port",
+                std::to_string(engine.port),
+                "--enable-metrics",
+                "--tp",
+                std::to_string(engine.tensor_parallel)};
+    if (!engine.served_name.empty()) {
+      cmd.argv.push_back("--served-model-name");
+      cmd.argv.push_back(engine.served_name);
+    }
+    switch (options.kv_offload) {
+      case KvOffload::kNone:
+        break;
+      case KvOffload::kHicache:
+        cmd.argv.push_back("--enable-hierarchical-cache");
+        break;
+      default:
+        return detail::unsupported(name(),
+                                   "kv_offload = \"" + std::string(to_string(options.kv_offload)) + "\"");
+    }
+    cmd.argv.insert(cmd.argv.end(), engine.extra_args.begin(), engine.extra_args.end());
+    detail::pin_gpus(engine.gpus, cmd.env);
+    return cmd;
+  }
+
+  HealthSpec health(const LaunchOptions& /*options*/) const override { return HealthSpec{}; }
+  std::optional<std::string> metrics_path(const LaunchOptions& /*options*/) const override {
+    return std::string("/metrics");
+  }
+  std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& /*options*/) const override {
+    return routing::EngineKind::kSglang;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<EngineDriver> make_sglang_driver() {
+  return std::make_unique<SglangDriver>();
+}
+
+}  // namespace cgn::agent

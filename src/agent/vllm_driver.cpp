@@ -1,0 +1,99 @@
+// vLLM: `vllm serve MODEL --port N --served-model-name X --tensor-parallel-size T
+// [--kv-transfer-config JSON] [extra args]`. Disaggregated roles use the NixlConnector with
+// kv_role kv_producer (prefill), kv_consumer (decode) or kv_both (kv_offload = nixl on a "both"
+// node), and the side-channel variables from engine-interfaces.md §2.
+#include <fmt/format.h>
+
+#include "agent/driver.h"
+
+namespace cgn::agent {
+namespace {
+
+std::string_view nixl_kv_role(routing::NodeRole role) {
+  switch (role) {
+    case routing::NodeRole::kPrefill:
+      return "kv_producer";
+    case routing::NodeRole::kDecode:
+      return "kv_consumer";
+    case routing::NodeRole::kBoth:
+      return "kv_both";
+  }
+  return "kv_both";
+}
+
+class VllmDriver final : public EngineDriver {
+ public:
+  std::string_view name() const override { return "vllm"; }
+
+  Result<LaunchCommand, DriverError> launch_command(const config::EngineConfig& engine,
+                                                    const LaunchOptions& options) const override {
+    if (auto st = detail::check_common(engine, name()); !st) {
+      return st.error();
+    }
+    LaunchCommand cmd;
+    cmd.argv = {"vllm",
+                "serve",
+                engine.model,
+                "--port",
+                std::to_string(engine.port),
+                "--served-model-name",
+                detail::served_name_or_model(engine),
+                "--tensor-parallel-size",
+                std::to_string(engine.tensor_parallel)};
+    const bool disaggregated = options.role != routing::NodeRole::kBoth;
+    std::string kv_transfer;
+    switch (options.kv_offload) {
+      case KvOffload::kNone:
+      case KvOffload::kNixl:
+        if (disaggregated || options.kv_offload == KvOffload::kNixl) {
+          kv_transfer =
+              fmt::format(R"({{"kv_connector":"NixlConnector","kv_role":"{}"}})", nixl_kv_role(options.role));
+          if (!options.nixl_side_channel_host.empty()) {
+            cmd.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = options.nixl_side_channel_host;
+          }
+          if (options.nixl_side_channel_port != 0) {
+            cmd.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = std::to_string(options.nixl_side_channel_port);
+          }
+        }
+        break;
+      case KvOffload::kLmcache:
+        if (disaggregated) {
+          return detail::unsupported(name(),
+                                     "kv_offload = \"lmcache\" with a prefill or decode role "
+                                     "(needs a MultiConnector line this driver does not build)");
+        }
+        kv_transfer = R"({"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"})";
+        break;
+      case KvOffload::kHicache:
+        return detail::unsupported(name(), "kv_offload = \"hicache\" (an SGLang feature)");
+      case KvOffload::kKvbm:
+        return detail::unsupported(name(), "kv_offload = \"kvbm\" (Dynamo's connector; not wired yet)");
+      case KvOffload::kCgn:
+        return detail::unsupported(name(),
+                                   "kv_offload = \"cgn\" (the cgn-kvcached connector does not exist yet)");
+    }
+    if (!kv_transfer.empty()) {
+      cmd.argv.push_back("--kv-transfer-config");
+      cmd.argv.push_back(kv_transfer);
+    }
+    cmd.argv.insert(cmd.argv.end(), engine.extra_args.begin(), engine.extra_args.end());
+    detail::pin_gpus(engine.gpus, cmd.env);
+    return cmd;
+  }
+
+  HealthSpec health(const LaunchOptions& /*options*/) const override { return HealthSpec{}; }
+  std::optional<std::string> metrics_path(const LaunchOptions& /*options*/) const override {
+    return std::string("/metrics");
+  }
+  std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& /*options*/) const override {
+    return routing::EngineKind::kVllm;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<EngineDriver> make_vllm_driver() {
+  return std::make_unique<VllmDriver>();
+}
+
+}  // namespace cgn::agent
