@@ -18,7 +18,8 @@ std::string config_text(uint16_t engine_port, const std::string& policy, int que
   return "[router]\nlisten = \"127.0.0.1:0\"\npolicy = \"" + policy +
          "\"\n[router.timeouts]\nhealth_interval_ms = 100\nshutdown_grace_ms = 2000\n"
          "[router.routing.weights]\nqueue_ms_per_request = " +
-         std::to_string(queue_ms) + "\n[[router.nodes]]\nurl = \"http://127.0.0.1:" + std::to_string(engine_port) +
+         std::to_string(queue_ms) +
+         "\n[[router.nodes]]\nurl = \"http://127.0.0.1:" + std::to_string(engine_port) +
          "\"\nname = \"only\"\n";
 }
 
@@ -30,20 +31,22 @@ TEST(RouterBinary, SighupReloadsThePolicyAndSigtermStopsCleanly) {
   cgn::testing::write_file(cfg, config_text(engine.port(), "kv", 50));
   Process p({cgn::testing::bin_path("cgn-router"), "--config", cfg, "--port-file", dir.file("port")});
   ASSERT_GT(cgn::testing::wait_for_port_file(dir.file("port"), 10s), 0) << p.log();
-  ASSERT_TRUE(cgn::testing::wait_until([&] { return p.log().find("node in routing node=only") != std::string::npos; },
-                                       10s))
+  ASSERT_TRUE(cgn::testing::wait_until(
+      [&] { return p.log().find("node in routing node=only") != std::string::npos; }, 10s))
       << p.log();
 
   p.signal(SIGHUP);
   ASSERT_TRUE(cgn::testing::wait_until(
-      [&] { return p.log().find("configuration reloaded; routing policy unchanged") != std::string::npos; }, 10s))
+      [&] { return p.log().find("configuration reloaded; routing policy unchanged") != std::string::npos; },
+      10s))
       << p.log();
 
   cgn::testing::write_file(cfg, config_text(engine.port(), "round_robin", 100));
   p.signal(SIGHUP);
   ASSERT_TRUE(cgn::testing::wait_until(
       [&] {
-        return p.log().find("changes=\"policy kv -> round_robin, queue_seconds 0.05 -> 0.1\"") != std::string::npos;
+        return p.log().find("changes=\"policy kv -> round_robin, queue_seconds 0.05 -> 0.1\"") !=
+               std::string::npos;
       },
       10s))
       << p.log();

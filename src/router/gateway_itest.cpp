@@ -60,7 +60,8 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 // A blocking client over HttpClient, on its own io_context.
 class Client {
  public:
-  explicit Client(uint16_t port) : port_(port) {}
+  explicit Client(uint16_t port, bool tls = false, http::ClientConfig cc = {})
+      : port_(port), tls_(tls), client_(ctx_, std::move(cc)) {}
 
   http::Request make(http::Verb verb, std::string target, std::string body, const Headers& headers) {
     http::Request req{verb, std::move(target), 11};
@@ -135,10 +136,11 @@ class Client {
   }
 
  private:
-  http::Upstream up() const { return http::Upstream{"127.0.0.1", port_, false}; }
+  http::Upstream up() const { return http::Upstream{"127.0.0.1", port_, tls_}; }
   uint16_t port_;
+  bool tls_;
   asio::io_context ctx_;
-  http::HttpClient client_{ctx_};
+  http::HttpClient client_;
 };
 
 std::string chat_body(const std::string& content, bool stream = false,
@@ -862,6 +864,28 @@ TEST(Gateway, ServesTheDashboardFilesAndNothingElse) {
   EXPECT_EQ(cl.get("/dashboard/../CMakeLists.txt").status, 404u);
   EXPECT_EQ(cl.get("/dashboard/.hidden").status, 404u);
   EXPECT_EQ(cl.get("/dashboard").status, 308u);
+}
+
+TEST(Gateway, ServesTheApiOverTlsWhenConfigured) {
+  cgn::testing::TempDir dir;
+  const std::string cert = dir.file("cert.pem");
+  const std::string key = dir.file("key.pem");
+  const std::string cmd =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " + key + " -out " +
+      cert + " -days 1 -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  Cluster c({.nodes = 1, .tweak = [&](config::RouterConfig& r) {
+               r.tls_cert = cert;
+               r.tls_key = key;
+             }});
+  http::ClientConfig cc;
+  cc.tls_ca_file = cert;
+  Client tls(c.port(), true, cc);
+  const Reply r = tls.stream("/v1/chat/completions", chat_body("x", true));
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_EQ(r.events.back(), "[DONE]");
+  Client plain(c.port());
+  EXPECT_TRUE(plain.get("/health").failed);  // no plaintext on a TLS listener
 }
 
 }  // namespace
