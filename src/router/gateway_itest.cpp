@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <thread>
 
 #include "core/http/client.h"
 #include "router/fake_engine.h"
@@ -864,6 +865,27 @@ TEST(Gateway, ServesTheDashboardFilesAndNothingElse) {
   EXPECT_EQ(cl.get("/dashboard/../CMakeLists.txt").status, 404u);
   EXPECT_EQ(cl.get("/dashboard/.hidden").status, 404u);
   EXPECT_EQ(cl.get("/dashboard").status, 308u);
+}
+
+TEST(Gateway, GracefulStopLetsAnInFlightStreamFinish) {
+  auto c = std::make_unique<Cluster>(ClusterOptions{.nodes = 1});
+  c->engine(0).tokens = 20;
+  c->engine(0).token_delay_ms = 10;
+  Client cl(c->port());
+  auto s = cl.open("/v1/chat/completions", chat_body("x", true));
+  ASSERT_TRUE(s.has_value());
+  std::vector<std::string> events;
+  auto first = cl.next_event(*s);
+  ASSERT_TRUE(first.has_value());
+  events.push_back(*first);
+  std::thread stopper([&] { c->gateway().stop(10s); });
+  while (auto ev = cl.next_event(*s)) {
+    events.push_back(*ev);
+  }
+  stopper.join();
+  ASSERT_EQ(events.size(), 21u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(c->engine(0).completed.load(), 1);
 }
 
 TEST(Gateway, ServesTheApiOverTlsWhenConfigured) {
