@@ -1,0 +1,115 @@
+// The node record (DESIGN.md §6): what an agent publishes about its node, to etcd and gossip.
+// One typed struct, its JSON form (serialise + a bounded parser that rejects wrong types), the
+// mapping to the routing core's NodeUpdate, and the kv_epoch rule as a pure function over
+// successive engine scrapes. All pure and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/gpu_identity.h"
+#include "core/result.h"
+#include "routing/node_state.h"
+#include "routing/types.h"
+
+namespace cgn::agent {
+
+struct NodeRecord {
+  std::string node_id;
+  std::string address;  // where the router reaches the agent ("host:port")
+  std::vector<std::string> models;
+  std::string engine;  // driver name: "vllm", "sglang", ...
+  routing::NodeRole role = routing::NodeRole::kBoth;
+  bool ready = false;              // the engine answered its health probe as ready
+  std::optional<GpuIdentity> gpu;  // absent when no tool reported one; never invented
+  uint64_t total_blocks = 0;       // 0 = unknown
+  std::optional<uint64_t> free_blocks;
+  uint32_t block_size = 0;  // tokens per block; 0 = unknown
+  std::optional<double> queue_depth;
+  std::optional<double> running;
+  uint64_t kv_epoch = 0;
+  std::optional<double> power_watts;
+  double watt_limit = 0;  // soft limit; 0 = none
+  bool cordon = false;
+  std::string version;  // the agent's version
+  // Start time of this agent incarnation (Unix ms): a restarted agent supersedes the old record.
+  uint64_t generation = 0;
+
+  bool operator==(const NodeRecord&) const = default;
+};
+
+enum class RecordError : uint8_t { kTooLarge, kSyntax, kShape };
+
+std::string_view to_string(RecordError e);
+
+struct RecordLimits {
+  size_t max_bytes = 64 * 1024;
+  size_t max_depth = 4;
+  size_t max_models = 64;
+  size_t max_string = 512;
+};
+
+// Compact JSON; absent optionals are absent keys. Keys: node_id, address, models, engine, role,
+// ready, gpu_name, gpu_vendor, vram_total_mb, gpu_count, total_blocks, free_blocks, block_size,
+// queue_depth, running, kv_epoch, power_watts, watt_limit, cordon, version, generation.
+std::string to_json(const NodeRecord& record);
+
+// Required: node_id, address, engine, role, kv_epoch, generation. Unknown keys are ignored (a
+// newer agent may add some); a known key of the wrong type, a negative or non-finite number, or a
+// limit exceeded is an error that names the key.
+Result<NodeRecord, RecordError> parse_node_record(std::string_view json, const RecordLimits& limits = {});
+
+// What the router's core takes from a record.
+routing::NodeUpdate to_node_update(const NodeRecord& record);
+
+// --- kv_epoch -------------------------------------------------------------------------------
+//
+// The rule (docs/agent.md): the epoch is bumped when what the router believes the engine caches
+// may be void:
+//   1. the engine restarted (the supervisor's start count changed);
+//   2. the block pool was resized (total_blocks changed from one known value to another; learning
+//      the size for the first time, or a scrape that lacks it, is not a resize);
+//   3. free blocks rose by more than `jump_fraction` (25%) of the pool in one scrape while the
+//      running count did not fall. Blocks of finished requests return to the free pool with their
+//      prefix-cache contents intact (vLLM, SGLang), so a jump explained by requests finishing is
+//      not an eviction; a jump with the same or more requests running is blocks being dropped
+//      (cache reset, sleep, eviction burst). Without a running count in both scrapes, any such
+//      jump bumps.
+// The first epoch is the agent's generation (start time, ms), so epochs stay increasing across
+// agent restarts too.
+
+struct PoolSample {
+  uint64_t engine_starts = 0;  // processes started so far (1 after the first start)
+  uint64_t total_blocks = 0;   // 0 = unknown
+  std::optional<uint64_t> free_blocks;
+  std::optional<double> running;
+};
+
+enum class EpochBump : uint8_t { kEngineRestart, kPoolResize, kFreeBlockJump };
+
+std::string_view to_string(EpochBump b);
+
+std::optional<EpochBump> kv_epoch_bump(const PoolSample& previous, const PoolSample& current,
+                                       double jump_fraction = 0.25);
+
+// Holds the previous sample and the epoch. Single owner (the agent's scrape loop); not
+// thread-safe.
+class KvEpochTracker {
+ public:
+  explicit KvEpochTracker(uint64_t initial_epoch, double jump_fraction = 0.25)
+      : epoch_(initial_epoch), jump_fraction_(jump_fraction) {}
+
+  // Records a sample; returns why the epoch was bumped, if it was.
+  std::optional<EpochBump> observe(const PoolSample& sample);
+  uint64_t epoch() const { return epoch_; }
+
+ private:
+  uint64_t epoch_;
+  double jump_fraction_;
+  std::optional<PoolSample> previous_;
+};
+
+}  // namespace cgn::agent

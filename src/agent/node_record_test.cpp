@@ -1,0 +1,183 @@
+#include "agent/node_record.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace cgn::agent {
+namespace {
+
+NodeRecord full_record() {
+  NodeRecord r;
+  r.node_id = "gpu-node-7";
+  r.address = "10.0.0.7:9090";
+  r.models = {"Qwen/Qwen3-8B", "qwen"};
+  r.engine = "vllm";
+  r.role = routing::NodeRole::kPrefill;
+  r.ready = true;
+  r.gpu = GpuIdentity{"NVIDIA H200", "nvidia", 143771, 8};
+  r.total_blocks = 27500;
+  r.free_blocks = 20000;
+  r.block_size = 16;
+  r.queue_depth = 3;
+  r.running = 12;
+  r.kv_epoch = 1790000000123;
+  r.power_watts = 627.4;
+  r.watt_limit = 650;
+  r.cordon = true;
+  r.version = "0.1.0";
+  r.generation = 1790000000000;
+  return r;
+}
+
+NodeRecord minimal_record() {
+  // Designated initialisers: GCC 12 reports a false -Wrestrict on member-wise string assignment
+  // here.
+  return NodeRecord{
+      .node_id = "n", .address = "127.0.0.1:9090", .engine = "llamacpp", .kv_epoch = 5, .generation = 5};
+}
+
+TEST(NodeRecord, round_trips_through_json) {
+  for (const auto& r : {full_record(), minimal_record()}) {
+    auto back = parse_node_record(to_json(r));
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ(*back, r);
+  }
+}
+
+TEST(NodeRecord, unknown_gpu_and_load_are_absent_keys_not_zeros) {
+  auto j = nlohmann::json::parse(to_json(minimal_record()));
+  for (const char* key : {"gpu_name", "gpu_vendor", "vram_total_mb", "gpu_count", "free_blocks",
+                          "queue_depth", "running", "power_watts"}) {
+    EXPECT_FALSE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["total_blocks"], 0);
+  EXPECT_EQ(j["role"], "both");
+  auto full = nlohmann::json::parse(to_json(full_record()));
+  EXPECT_EQ(full["gpu_name"], "NVIDIA H200");
+  EXPECT_EQ(full["vram_total_mb"], 143771);
+  EXPECT_EQ(full["role"], "prefill");
+}
+
+TEST(NodeRecord, rejects_wrong_types_missing_keys_and_limits_naming_the_key) {
+  auto with = [](const std::string& key, nlohmann::json value) {
+    auto j = nlohmann::json::parse(to_json(full_record()));
+    j[key] = value;
+    return j.dump();
+  };
+  auto without = [](const std::string& key) {
+    auto j = nlohmann::json::parse(to_json(full_record()));
+    j.erase(key);
+    return j.dump();
+  };
+  struct Case {
+    std::string text;
+    RecordError code;
+    std::string names;
+  };
+  const std::vector<Case> cases = {
+      {with("total_blocks", -1), RecordError::kShape, "total_blocks"},
+      {with("total_blocks", 1.5), RecordError::kShape, "total_blocks"},
+      {with("total_blocks", "100"), RecordError::kShape, "total_blocks"},
+      {with("kv_epoch", nullptr), RecordError::kShape, "kv_epoch"},
+      {with("models", "qwen"), RecordError::kShape, "models"},
+      {with("models", nlohmann::json::array({1})), RecordError::kShape, "models"},
+      {with("role", "mixed"), RecordError::kShape, "role"},
+      {with("cordon", 1), RecordError::kShape, "cordon"},
+      {with("power_watts", -3.0), RecordError::kShape, "power_watts"},
+      {with("gpu_count", 1ull << 40), RecordError::kShape, "gpu_count"},
+      {with("node_id", std::string(600, 'x')), RecordError::kShape, "node_id"},
+      {with("node_id", ""), RecordError::kShape, "node_id"},
+      {without("generation"), RecordError::kShape, "generation"},
+      {without("address"), RecordError::kShape, "address"},
+      {"[1,2]", RecordError::kShape, "object"},
+      {"{\"node_id\":", RecordError::kSyntax, "JSON"},
+      {"{\"a\":[[[[[[1]]]]]]}", RecordError::kTooLarge, "deeper"},
+      {std::string(70 * 1024, ' '), RecordError::kTooLarge, "bytes"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text.substr(0, 120));
+    auto r = parse_node_record(c.text);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, c.code);
+    EXPECT_NE(r.error().message.find(c.names), std::string::npos) << r.error().message;
+  }
+  nlohmann::json many = nlohmann::json::parse(to_json(full_record()));
+  many["models"] = std::vector<std::string>(65, "m");
+  EXPECT_FALSE(parse_node_record(many.dump()).ok());
+}
+
+TEST(NodeRecord, ignores_unknown_keys_from_newer_agents) {
+  auto j = nlohmann::json::parse(to_json(minimal_record()));
+  j["something_new"] = {{"x", 1}};
+  auto r = parse_node_record(j.dump());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r, minimal_record());
+}
+
+TEST(NodeRecord, becomes_a_routing_update) {
+  auto u = to_node_update(full_record());
+  EXPECT_EQ(u.address, "10.0.0.7:9090");
+  EXPECT_EQ(u.health, routing::Health::kHealthy);
+  EXPECT_EQ(u.total_blocks, 27500u);
+  EXPECT_EQ(u.free_blocks, 20000u);
+  ASSERT_TRUE(u.kv_used_ratio.has_value());
+  EXPECT_DOUBLE_EQ(*u.kv_used_ratio, 1.0 - 20000.0 / 27500.0);
+  EXPECT_EQ(u.kv_epoch, 1790000000123u);
+  ASSERT_TRUE(u.gpu.has_value());
+  EXPECT_EQ(u.gpu->vram_total_mb, 143771u);
+  EXPECT_EQ(u.cordoned, true);
+  auto m = to_node_update(minimal_record());
+  EXPECT_FALSE(m.gpu.has_value());
+  EXPECT_FALSE(m.kv_used_ratio.has_value());
+  EXPECT_FALSE(m.block_size_tokens.has_value());
+  EXPECT_EQ(m.health, routing::Health::kUnhealthy);
+}
+
+PoolSample sample(uint64_t starts, uint64_t total, std::optional<uint64_t> free_blocks,
+                  std::optional<double> running = std::nullopt) {
+  return PoolSample{starts, total, free_blocks, running};
+}
+
+TEST(KvEpoch, bumps_on_restart_resize_and_unexplained_free_block_jumps) {
+  struct Case {
+    std::string label;
+    PoolSample prev;
+    PoolSample cur;
+    std::optional<EpochBump> want;
+  };
+  const std::vector<Case> cases = {
+      {"steady", sample(1, 1000, 500, 4), sample(1, 1000, 520, 4), std::nullopt},
+      {"restart", sample(1, 1000, 500), sample(2, 1000, 500), EpochBump::kEngineRestart},
+      {"resize", sample(1, 1000, 500), sample(1, 1200, 500), EpochBump::kPoolResize},
+      {"learning the size is not a resize", sample(1, 0, std::nullopt), sample(1, 1000, 900), std::nullopt},
+      {"jump up, same running", sample(1, 1000, 100, 8), sample(1, 1000, 400, 8), EpochBump::kFreeBlockJump},
+      {"jump up, no running figures", sample(1, 1000, 100), sample(1, 1000, 400), EpochBump::kFreeBlockJump},
+      {"jump up at exactly 25% is not over", sample(1, 1000, 100, 8), sample(1, 1000, 350, 8), std::nullopt},
+      {"jump up explained by completions", sample(1, 1000, 100, 8), sample(1, 1000, 900, 1), std::nullopt},
+      {"jump down is allocation", sample(1, 1000, 900, 1), sample(1, 1000, 100, 9), std::nullopt},
+      {"free unknown", sample(1, 1000, std::nullopt), sample(1, 1000, 900), std::nullopt},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.label);
+    EXPECT_EQ(kv_epoch_bump(c.prev, c.cur), c.want);
+  }
+  EXPECT_EQ(kv_epoch_bump(sample(1, 1000, 100, 8), sample(1, 1000, 250, 8), 0.1), EpochBump::kFreeBlockJump);
+}
+
+TEST(KvEpoch, tracker_counts_bumps_from_the_generation_and_survives_missing_pool_size) {
+  KvEpochTracker t(1000);
+  EXPECT_EQ(t.observe(sample(1, 0, std::nullopt)), std::nullopt);  // first sample never bumps
+  EXPECT_EQ(t.observe(sample(1, 1000, 800, 2)), std::nullopt);
+  EXPECT_EQ(t.epoch(), 1000u);
+  EXPECT_EQ(t.observe(sample(1, 0, std::nullopt)), std::nullopt);  // a scrape without the pool
+  EXPECT_EQ(t.observe(sample(1, 1000, 800, 2)), std::nullopt);     // same pool again: no resize
+  EXPECT_EQ(t.observe(sample(2, 0, std::nullopt)), EpochBump::kEngineRestart);
+  EXPECT_EQ(t.epoch(), 1001u);
+  EXPECT_EQ(t.observe(sample(2, 2000, 2000, 0)), std::nullopt);  // the new process's pool, learnt
+  EXPECT_EQ(t.observe(sample(2, 1500, 1500, 0)), EpochBump::kPoolResize);
+  EXPECT_EQ(t.epoch(), 1002u);
+}
+
+}  // namespace
+}  // namespace cgn::agent
