@@ -864,12 +864,11 @@ void Gateway::reload(const config::RouterConfig& cfg) {
 }
 
 void Gateway::on_node_event(const state::NodeEvent& ev) {
-  static log::StateChangeLogger changes(logger());
   std::lock_guard lock(core_mu_);
   if (ev.kind == state::NodeEvent::Kind::kRemove) {
     core_.remove_node(ev.id);
     nodes_.erase(ev.id);
-    changes.forget(ev.id);
+    node_changes_.forget(ev.id);
     return;
   }
   const routing::NodeIndex idx = core_.upsert_node(ev.id, ev.update, ev.source);
@@ -883,9 +882,9 @@ void Gateway::on_node_event(const state::NodeEvent& ev) {
   info.index = idx;
   if (ev.update.health.has_value()) {
     const bool up = *ev.update.health == routing::Health::kHealthy;
-    changes.update(ev.id, up ? "up" : "down", up ? spdlog::level::info : spdlog::level::warn,
-                   up ? "node in routing" : "node left routing (health check failed)",
-                   log::kv("node", ev.id));
+    node_changes_.update(ev.id, up ? "up" : "down", up ? spdlog::level::info : spdlog::level::warn,
+                         up ? "node in routing" : "node left routing (health check failed)",
+                         log::kv("node", ev.id));
   }
 }
 

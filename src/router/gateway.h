@@ -30,6 +30,7 @@
 #include "core/config.h"
 #include "core/http/client.h"
 #include "core/http/server.h"
+#include "core/log.h"
 #include "router/admission.h"
 #include "router/api_keys.h"
 #include "router/router_metrics.h"
@@ -98,6 +99,7 @@ class Gateway {
   RouterMetrics metrics_;
   ApiKeys keys_;
   Admission admission_;
+  log::StateChangeLogger node_changes_{log::get("router")};  // "node in routing" / "left" once per change
 
   mutable std::mutex core_mu_;  // guards core_ and nodes_
   routing::RoutingCore core_;
