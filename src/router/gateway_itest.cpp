@@ -442,6 +442,24 @@ TEST(Gateway, FaultsBeforeTheFirstTokenAreRetriedAndHeadersNameTheServingNode) {
   EXPECT_EQ(c.metric("cgn_router_retries_total{model=\"test-model\",reason=\"closed\"}"), 1.0);
 }
 
+TEST(Gateway, ANodeThatStallsBeforeItsFirstTokenTimesOutAndIsRetried) {
+  Cluster c({.nodes = 2, .tweak = [](config::RouterConfig& r) { r.timeouts.first_token_ms = 300; }});
+  Client cl(c.port());
+  std::mt19937_64 rng(8);
+  const std::string prefix = random_text(rng, 4000);
+  const std::string holder =
+      cl.post("/v1/chat/completions", chat_body(prefix + " warm")).header("X-CGN-Node");
+  ASSERT_FALSE(holder.empty());
+  c.engine(holder).stall_ms = 30000;
+  const Reply r = cl.stream("/v1/chat/completions", chat_body(prefix + " q", true));
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_NE(r.header("X-CGN-Node"), holder);
+  EXPECT_EQ(r.events.back(), "[DONE]");
+  EXPECT_EQ(c.metric("cgn_router_retries_total{model=\"test-model\",reason=\"timeout\"}"), 1.0);
+  // The router gave up on the stalled request and closed it: the engine sees the cancellation.
+  EXPECT_TRUE(cgn::testing::wait_until([&] { return c.engine(holder).cancelled.load() == 1; }, 10s));
+}
+
 TEST(Gateway, WhenEveryNodeFailsTheLastAnswerIsRelayedWithItsNode) {
   Cluster c({.nodes = 2});
   Client cl(c.port());
