@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `make run`: a local Cognitora cluster with no external services.
+#   3 × cgn-engine-sim (vLLM flavour) + cgn-router, all on 127.0.0.1.
+# Runs a short multi-tenant demo per routing policy, then keeps the router (kv policy)
+# serving until Ctrl-C, and stops everything it started.
+# Environment: CGN_PORT (router port, default 8080; 0 = any free port), CGN_NODES (default 3),
+#              CGN_TIME_SCALE (simulator speed, default 1.0), BIN (default build/bin).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-build/bin}
+NODES=${CGN_NODES:-3}
+PORT=${CGN_PORT:-8080}
+MODEL=${CGN_MODEL:-demo-model}
+TIME_SCALE=${CGN_TIME_SCALE:-1.0}
+RUN_DIR=$(mktemp -d /tmp/cognitora-run.XXXXXX)
+pids=()
+
+cleanup() {
+  trap - EXIT INT TERM
+  echo
+  echo "stopping the local cluster"
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$RUN_DIR"
+}
+trap cleanup EXIT
+trap 'exit 0' INT TERM
+
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+wait_port_file() {  # FILE -> prints port
+  for _ in $(seq 1 300); do
+    if [[ -s $1 ]] && [[ $(tail -c1 "$1" | od -An -c | tr -d ' ') == '\n' ]]; then head -1 "$1"; return 0; fi
+    sleep 0.1
+  done
+  echo "timed out waiting for $1" >&2; return 1
+}
+wait_http() {  # URL
+  for _ in $(seq 1 300); do
+    if curl -fsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "timed out waiting for $1" >&2; return 1
+}
+
+echo "starting $NODES simulated vLLM engines (model $MODEL, time scale $TIME_SCALE)"
+node_urls=()
+for i in $(seq 1 "$NODES"); do
+  "$BIN/cgn-engine-sim" --flavor vllm --model "$MODEL" --port 0 --port-file "$RUN_DIR/sim$i.port" \
+    --time-scale "$TIME_SCALE" >"$RUN_DIR/sim$i.log" 2>&1 &
+  pids+=($!)
+done
+for i in $(seq 1 "$NODES"); do
+  p=$(wait_port_file "$RUN_DIR/sim$i.port")
+  node_urls+=("http://127.0.0.1:$p")
+  echo "  sim$i  http://127.0.0.1:$p  (log $RUN_DIR/sim$i.log)"
+done
+node_args=()
+for u in "${node_urls[@]}"; do node_args+=(--node "$u"); done
+
+start_router() {  # POLICY PORT
+  "$BIN/cgn-router" --listen "127.0.0.1:$2" --policy "$1" "${node_args[@]}" \
+    >"$RUN_DIR/router-$1.log" 2>&1 &
+  router_pid=$!
+  pids+=("$router_pid")
+  wait_http "http://127.0.0.1:$2/health"
+}
+evict_all() {
+  for u in "${node_urls[@]}"; do
+    curl -fsS -X POST -H 'Content-Type: application/json' -d '{"all":true}' "$u/admin/evict" >/dev/null
+  done
+}
+
+echo
+echo "demo workload: 5 tenants with long system prompts, per routing policy"
+for policy in kv round_robin random least_load session; do
+  evict_all
+  p=$(free_port)
+  start_router "$policy" "$p"
+  python3 scripts/demo_workload.py --endpoint "http://127.0.0.1:$p" --model "$MODEL" --policy "$policy" || true
+  kill -TERM "$router_pid"; wait "$router_pid" 2>/dev/null || true
+done
+
+[[ $PORT == 0 ]] && PORT=$(free_port)
+evict_all
+start_router kv "$PORT"
+cat <<TXT
+
+Cognitora is serving on http://127.0.0.1:$PORT  (policy kv, $NODES nodes)
+  curl -s http://127.0.0.1:$PORT/v1/chat/completions -H 'Content-Type: application/json' \\
+       -d '{"model":"$MODEL","messages":[{"role":"user","content":"Hello!"}]}' -i
+  dashboard: http://127.0.0.1:$PORT/dashboard/
+  metrics:   http://127.0.0.1:$PORT/metrics
+  logs:      $RUN_DIR
+Press Ctrl-C to stop.
+TXT
+wait "$router_pid"
