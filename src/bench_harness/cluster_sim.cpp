@@ -91,7 +91,7 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
   res.per_node_requests.assign(c.nodes, 0);
 
   ManualClock clock(0);
-  routing::RoutingPolicy rp;  // the documented defaults, unchanged
+  routing::RoutingPolicy rp = c.routing;
   rp.kind = policy;
   routing::RoutingCore core(clock, rp, routing::IndexConfig{}, c.seed);
 

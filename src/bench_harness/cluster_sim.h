@@ -31,6 +31,9 @@ struct ClusterConfig {
   // i/N of the interval (independent timers).
   Nanos scrape_interval = kNanosPerSecond;
   uint64_t seed = 1;  // the routing core's RNG (random policy, ties)
+  // The routing policy every run starts from (its kind is set per run). The documented defaults
+  // are the benchmark; changing them is for diagnosis only and the report says so.
+  routing::RoutingPolicy routing;
   // SLO used for goodput.
   double slo_ttft_s = 2.0;
   double slo_itl_s = 0.1;

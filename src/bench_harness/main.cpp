@@ -60,6 +60,11 @@ int main(int argc, char** argv) {
   sim->add_option("--headline", headline, "the level reported against the targets");
   sim->add_option("--policies", policies, "comma-separated policies");
   sim->add_flag("--quick", quick, "the first 300 conversation requests on 4 nodes, level 0.85 only");
+  bool no_guard = false;
+  double prefill_rate = 0;
+  sim->add_flag("--no-load-guard", no_guard, "diagnosis only: disable the routing load guard");
+  sim->add_option("--prefill-rate", prefill_rate,
+                  "diagnosis only: the score's prefill_tokens_per_s (default: the routing default)");
   sim->add_option("--md", out_md, "write the markdown report here");
   sim->add_option("--json", out_json, "write the JSON report here");
   CLI11_PARSE(app, argc, argv);
@@ -105,18 +110,32 @@ int main(int argc, char** argv) {
   cgn::bench::ClusterConfig cc;
   cc.nodes = nodes;
   cc.seed = seed;
+  if (no_guard) {
+    cc.routing.guard.enabled = false;
+  }
+  if (prefill_rate > 0) {
+    cc.routing.weights.prefill_tokens_per_s = prefill_rate;
+  }
+  const bool diagnostic = no_guard || prefill_rate > 0;
   const auto t0 = std::chrono::steady_clock::now();
   const cgn::bench::WorkloadReport r = cgn::bench::run_workload(w, cc, so);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  const std::string md = cgn::bench::render_markdown(r);
+  std::string md = cgn::bench::render_markdown(r);
+  if (diagnostic) {
+    md = "> **Diagnostic run: routing defaults changed (" + std::string(no_guard ? "load guard off; " : "") +
+         (prefill_rate > 0 ? "prefill_tokens_per_s " + std::to_string(prefill_rate) : std::string()) +
+         "). Not the benchmark.**\n\n" + md;
+  }
   std::cout << md;
   std::fprintf(stderr, "cgn-bench: %zu runs in %.1f s wall\n", so.levels.size() * so.policies.size(), wall);
   if (!out_md.empty()) {
     std::ofstream(out_md) << md;
   }
   if (!out_json.empty()) {
-    std::ofstream(out_json) << cgn::bench::to_json(r).dump(2) << "\n";
+    auto j = cgn::bench::to_json(r);
+    j["routing_defaults"] = !diagnostic;
+    std::ofstream(out_json) << j.dump(2) << "\n";
   }
   return 0;
 }

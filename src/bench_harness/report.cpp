@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -10,6 +11,19 @@ namespace {
 
 double ratio(double a, double b) {
   return b > 0 ? a / b : 0;
+}
+
+// Max over mean of the requests each node served.
+double request_imbalance(const PolicyResult& p) {
+  uint64_t sum = 0;
+  uint64_t max = 0;
+  for (uint64_t n : p.per_node_requests) {
+    sum += n;
+    max = std::max(max, n);
+  }
+  return sum == 0 ? 0
+                  : static_cast<double>(max) * static_cast<double>(p.per_node_requests.size()) /
+                        static_cast<double>(sum);
 }
 
 std::string yes_no(bool b) {
@@ -106,18 +120,18 @@ std::string render_markdown(const WorkloadReport& r) {
         lr.level.time_scale);
     s += "| policy | TTFT p50 s | p90 s | p99 s | ITL p50 ms | ITL p90 ms | goodput req/s | out tok/s | "
          "errors | "
-         "shed | hit rate | hit / ideal | imbalance | busy | guarded |\n";
-    s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+         "shed | hit rate | hit / ideal | imbalance | req imbalance | busy | guarded |\n";
+    s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& p : lr.policies) {
       const double n = static_cast<double>(std::max<uint64_t>(p.requests, 1));
       s += fmt::format(
           "| {} | {:.3f} | {:.3f} | {:.3f} | {:.1f} | {:.1f} | {:.3f} | {:.0f} | {:.2f}% | {:.2f}% | {:.1f}% "
           "| {:.2f} | "
-          "{:.2f} | {:.2f} | {} |\n",
+          "{:.2f} | {:.2f} | {:.2f} | {} |\n",
           p.policy, p.ttft_p50_s, p.ttft_p90_s, p.ttft_p99_s, 1e3 * p.itl_p50_s, 1e3 * p.itl_p90_s,
           p.goodput_rps, p.output_tok_s, 100.0 * static_cast<double>(p.errors) / n,
           100.0 * static_cast<double>(p.shed) / n, 100 * p.hit_rate, ratio(p.hit_rate, r.ideal_hit_rate),
-          p.imbalance, p.utilisation, p.guarded_out);
+          p.imbalance, request_imbalance(p), p.utilisation, p.guarded_out);
     }
     s += "\n";
   }
