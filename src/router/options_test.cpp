@@ -76,6 +76,26 @@ TEST(RouterOptions, DashboardDirDefaultsToTheSourceTree) {
   EXPECT_EQ(t->gateway.dashboard_dir, "/srv/dash");
 }
 
+TEST(RouterOptions, ApiKeysComeFromTheFileAndTheEnvironment) {
+  cgn::testing::TempDir dir;
+  cgn::testing::write_file(dir.file("keys"), "sk-file-0123456789abcdef\n");
+  ::setenv("CGN_ROUTER_TEST_KEYS", "sk-env-a-0123456789abcdef, sk-env-b-0123456789abcdef", 1);
+  cgn::testing::write_file(dir.file("c.toml"), "[router]\napi_keys_file = \"" + dir.file("keys") +
+                                                   "\"\napi_keys_env = \"CGN_ROUTER_TEST_KEYS\"\n");
+  const std::string path = dir.file("c.toml");
+  auto s = parse({"--config", path.c_str()});
+  ::unsetenv("CGN_ROUTER_TEST_KEYS");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  auto keys = load_api_keys(s->config.router);
+  ASSERT_TRUE(keys.ok()) << keys.error().message;
+  EXPECT_EQ(keys->size(), 3u);
+  EXPECT_TRUE(keys->check_token("sk-file-0123456789abcdef"));
+  EXPECT_TRUE(keys->check_token("sk-env-b-0123456789abcdef"));
+  config::RouterConfig missing;
+  missing.api_keys_file = dir.file("absent");
+  EXPECT_FALSE(load_api_keys(missing).ok());
+}
+
 TEST(RouterOptions, ListenParsing) {
   auto a = parse_listen("[::1]:8080");
   ASSERT_TRUE(a.ok());
