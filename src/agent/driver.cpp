@@ -101,6 +101,7 @@ void register_builtin_drivers(DriverRegistry& registry) {
   registry.add(make_mlx_driver());
   registry.add(make_cgn_infer_driver());
   registry.add(make_external_driver());
+  registry.add(make_sim_driver());
 }
 
 const DriverRegistry& builtin_drivers() {

@@ -118,7 +118,7 @@ class DriverRegistry {
   std::map<std::string, std::unique_ptr<EngineDriver>, std::less<>> drivers_;
 };
 
-// vllm, sglang, trtllm, llamacpp, mlx, cgn-infer, external.
+// vllm, sglang, trtllm, llamacpp, mlx, cgn-infer, external, sim.
 void register_builtin_drivers(DriverRegistry& registry);
 
 // The process-wide registry with the built-in drivers.
@@ -132,6 +132,7 @@ std::unique_ptr<EngineDriver> make_llamacpp_driver();
 std::unique_ptr<EngineDriver> make_mlx_driver();
 std::unique_ptr<EngineDriver> make_cgn_infer_driver();
 std::unique_ptr<EngineDriver> make_external_driver();
+std::unique_ptr<EngineDriver> make_sim_driver();
 
 // Helpers shared by the driver files.
 namespace detail {

@@ -201,6 +201,13 @@ std::vector<LaunchCase> launch_cases() {
     cases.push_back(c);
   }
   {
+    LaunchCase c{"sim", "sim", engine_config("m", 8000), {}, {}, {}};
+    c.engine.served_name = "x";
+    c.argv = {"cgn-engine-sim", "--flavour",           "vllm", "--model", "m", "--port",
+              "8000",           "--served-model-name", "x"};
+    cases.push_back(c);
+  }
+  {
     LaunchCase c{"external", "external", engine_config("m", 8000), {}, {}, {}};
     c.engine.gpus = {0};
     cases.push_back(c);
@@ -284,7 +291,7 @@ TEST(Driver, rejects_unsupported_combinations_with_named_errors) {
 
 TEST(Driver, registry_finds_every_builtin_by_name_and_names_the_known_ones_on_miss) {
   const std::vector<std::string> want = {"cgn-infer", "external", "llamacpp", "mlx",
-                                         "sglang",    "trtllm",   "vllm"};
+                                         "sglang",    "sim",      "trtllm",   "vllm"};
   EXPECT_EQ(builtin_drivers().names(), want);
   for (const auto& n : want) {
     auto d = builtin_drivers().find(n);
@@ -312,6 +319,7 @@ TEST(Driver, metrics_path_and_scrape_kind_per_engine) {
       {"mlx", std::nullopt, std::nullopt},
       {"cgn-infer", "/metrics", std::nullopt},
       {"external", std::nullopt, std::nullopt},
+      {"sim", "/metrics", routing::EngineKind::kVllm},
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.driver);

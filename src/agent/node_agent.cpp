@@ -1,0 +1,146 @@
+#include "agent/node_agent.h"
+
+#include <fmt/format.h>
+
+#include "agent/loopback_get.h"
+#include "core/log.h"
+
+namespace cgn::agent {
+
+namespace {
+const log::Logger& logger() {
+  static const log::Logger l = log::get("agent");
+  return l;
+}
+}  // namespace
+
+std::optional<EpochBump> apply_scrape(NodeRecord& record, KvEpochTracker& tracker,
+                                      const routing::NodeMetrics& m, uint64_t engine_starts) {
+  const routing::NodeUpdate u = routing::to_node_update(m);
+  record.queue_depth = m.queue_depth;
+  record.running = m.running;
+  record.total_blocks = m.total_blocks;
+  record.free_blocks = u.free_blocks;
+  record.block_size = m.block_size_tokens;
+  auto bump = tracker.observe(PoolSample{engine_starts, m.total_blocks, u.free_blocks, m.running});
+  record.kv_epoch = tracker.epoch();
+  return bump;
+}
+
+Result<routing::NodeMetrics, std::string> scrape_engine(const std::string& host, uint16_t port,
+                                                        const std::string& path, routing::EngineKind kind,
+                                                        const routing::MapperOptions& mapper,
+                                                        std::chrono::milliseconds timeout) {
+  auto reply = loopback_get(host, port, path, timeout);
+  if (!reply.ok()) {
+    return make_error(std::string("scrape"), fmt::format("GET {}: {}", path, reply.error().message));
+  }
+  if (reply->status != 200) {
+    return make_error(std::string("scrape"), fmt::format("GET {}: status {}", path, reply->status));
+  }
+  auto metrics = routing::scrape_engine_metrics(kind, reply->body, mapper);
+  if (!metrics.ok()) {
+    return make_error(std::string("scrape"), fmt::format("GET {}: {}", path, metrics.error().message));
+  }
+  return *metrics;
+}
+
+Result<std::unique_ptr<NodeAgent>, DriverError> NodeAgent::create(const EngineDriver& driver,
+                                                                  NodeAgentOptions options) {
+  auto command = driver.launch_command(options.engine, options.launch);
+  if (!command.ok()) {
+    return command.error();
+  }
+  if (options.supervisor.port == 0) {
+    options.supervisor.port = options.engine.port;
+  }
+  if (options.mapper.model.empty()) {
+    options.mapper.model = detail::served_name_or_model(options.engine);
+  }
+  std::unique_ptr<NodeAgent> agent(new NodeAgent(driver, std::move(options), std::move(*command)));
+  return agent;
+}
+
+NodeAgent::NodeAgent(const EngineDriver& driver, NodeAgentOptions options, LaunchCommand command)
+    : options_(std::move(options)),
+      command_(std::move(command)),
+      metrics_path_(driver.metrics_path(options_.launch)),
+      metrics_kind_(driver.metrics_kind(options_.launch)),
+      record_(options_.base),
+      tracker_(options_.base.generation) {
+  record_.kv_epoch = tracker_.epoch();
+  supervisor_ = std::make_unique<Supervisor>(command_, driver.health(options_.launch), options_.supervisor,
+                                             [this](const StateChange& c) { on_state(c); });
+}
+
+NodeAgent::~NodeAgent() {
+  stop();
+}
+
+void NodeAgent::start() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = false;
+  }
+  supervisor_->start();
+  if (metrics_path_ && metrics_kind_) {
+    scraper_ = std::thread([this] { scrape_loop(); });
+  }
+}
+
+void NodeAgent::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (scraper_.joinable()) {
+    scraper_.join();
+  }
+  supervisor_->stop();
+}
+
+NodeRecord NodeAgent::record() const {
+  std::lock_guard lock(mu_);
+  return record_;
+}
+
+void NodeAgent::on_state(const StateChange& change) {
+  std::lock_guard lock(mu_);
+  record_.ready = change.state == EngineState::kReady;
+  if (change.state == EngineState::kStarting) {
+    // A new engine process: whatever the old one cached is gone, even before the first scrape.
+    if (auto bump = tracker_.observe(PoolSample{change.starts, 0, std::nullopt, std::nullopt})) {
+      CGN_LOG_INFO(logger(), "kv_epoch bumped", log::kv("reason", to_string(*bump)),
+                   log::kv("epoch", tracker_.epoch()));
+    }
+    record_.kv_epoch = tracker_.epoch();
+    record_.queue_depth.reset();
+    record_.running.reset();
+    record_.free_blocks.reset();
+  }
+}
+
+void NodeAgent::scrape_loop() {
+  for (;;) {
+    if (supervisor_->state() == EngineState::kReady) {
+      auto m = scrape_engine(options_.supervisor.host, options_.supervisor.port, *metrics_path_,
+                             *metrics_kind_, options_.mapper, options_.scrape_timeout);
+      std::lock_guard lock(mu_);
+      if (m.ok()) {
+        if (auto bump = apply_scrape(record_, tracker_, *m, supervisor_->starts())) {
+          CGN_LOG_INFO(logger(), "kv_epoch bumped", log::kv("reason", to_string(*bump)),
+                       log::kv("epoch", tracker_.epoch()));
+        }
+      } else {
+        CGN_LOG_DEBUG(logger(), "engine scrape failed", log::kv("error", m.error().message));
+      }
+    }
+    std::unique_lock lock(mu_);
+    if (cv_.wait_for(lock, options_.scrape_interval, [this] { return stopping_; })) {
+      return;
+    }
+  }
+}
+
+}  // namespace cgn::agent

@@ -1,0 +1,77 @@
+// The agent's node: runs the engine under a Supervisor, scrapes its metrics through the routing
+// core's scraper (routing/engine_metrics.h) while it is ready, and keeps the node record
+// (node_record.h) current, kv_epoch included. Publishing the record (etcd, gossip) is a later
+// slice; record() is what it will publish.
+//
+// Threads: the supervisor's threads and one scrape thread. The record is guarded by a mutex;
+// record() is safe from any thread. start()/stop() belong to the owning thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "agent/driver.h"
+#include "agent/node_record.h"
+#include "agent/supervisor.h"
+#include "routing/engine_metrics.h"
+
+namespace cgn::agent {
+
+struct NodeAgentOptions {
+  NodeRecord base;  // identity fields: node_id, address, models, engine, role, gpu, watt_limit, version
+  config::EngineConfig engine;
+  LaunchOptions launch;
+  SupervisorOptions supervisor;  // host/port are filled from [engine] when port is 0
+  std::chrono::milliseconds scrape_interval{2000};
+  std::chrono::milliseconds scrape_timeout{2000};
+  routing::MapperOptions mapper;  // model defaults to the served name
+};
+
+// The routing metrics of one scrape applied to a record: load, pool size, free blocks and the
+// kv_epoch (through the tracker). Pure apart from the tracker. Returns the bump, if any.
+std::optional<EpochBump> apply_scrape(NodeRecord& record, KvEpochTracker& tracker,
+                                      const routing::NodeMetrics& m, uint64_t engine_starts);
+
+// GET the engine's metrics page and map it. Errors as text (the caller logs them).
+Result<routing::NodeMetrics, std::string> scrape_engine(const std::string& host, uint16_t port,
+                                                        const std::string& path, routing::EngineKind kind,
+                                                        const routing::MapperOptions& mapper,
+                                                        std::chrono::milliseconds timeout);
+
+class NodeAgent {
+ public:
+  static Result<std::unique_ptr<NodeAgent>, DriverError> create(const EngineDriver& driver,
+                                                                NodeAgentOptions options);
+  ~NodeAgent();
+  NodeAgent(const NodeAgent&) = delete;
+  NodeAgent& operator=(const NodeAgent&) = delete;
+
+  void start();
+  void stop();
+  NodeRecord record() const;
+  const Supervisor& supervisor() const { return *supervisor_; }
+  const LaunchCommand& command() const { return command_; }
+
+ private:
+  NodeAgent(const EngineDriver& driver, NodeAgentOptions options, LaunchCommand command);
+  void on_state(const StateChange& change);
+  void scrape_loop();
+
+  NodeAgentOptions options_;
+  LaunchCommand command_;
+  std::optional<std::string> metrics_path_;
+  std::optional<routing::EngineKind> metrics_kind_;
+  std::unique_ptr<Supervisor> supervisor_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;   // guarded by mu_
+  NodeRecord record_;       // guarded by mu_
+  KvEpochTracker tracker_;  // guarded by mu_
+  std::thread scraper_;
+};
+
+}  // namespace cgn::agent

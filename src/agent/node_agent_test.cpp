@@ -1,0 +1,42 @@
+#include "agent/node_agent.h"
+
+#include <gtest/gtest.h>
+
+#include "testing/process.h"
+
+namespace cgn::agent {
+namespace {
+
+TEST(ApplyScrape, fills_pool_and_load_from_the_vllm_capture_and_keeps_the_epoch) {
+  const std::string page =
+      cgn::testing::read_file(cgn::testing::shared_path("reference/samples/vllm-v1-metrics.txt"));
+  auto m = routing::scrape_engine_metrics(routing::EngineKind::kVllm, page);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  NodeRecord r;
+  KvEpochTracker t(100);
+  EXPECT_EQ(apply_scrape(r, t, *m, 1), std::nullopt);
+  EXPECT_EQ(r.total_blocks, 2452u);  // num_gpu_blocks in vllm:cache_config_info
+  EXPECT_EQ(r.free_blocks, 2452u);   // idle server: kv_cache_usage_perc 0
+  EXPECT_EQ(r.block_size, 16u);
+  EXPECT_EQ(r.queue_depth, 0.0);
+  EXPECT_EQ(r.running, 0.0);
+  EXPECT_EQ(r.kv_epoch, 100u);
+  EXPECT_EQ(apply_scrape(r, t, *m, 2), EpochBump::kEngineRestart);
+  EXPECT_EQ(r.kv_epoch, 101u);
+}
+
+TEST(ApplyScrape, llamacpp_has_no_pool_size_so_total_blocks_stays_unknown) {
+  const std::string page =
+      cgn::testing::read_file(cgn::testing::shared_path("reference/samples/llamacpp-metrics.txt"));
+  auto m = routing::scrape_engine_metrics(routing::EngineKind::kLlamaCpp, page);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  NodeRecord r;
+  KvEpochTracker t(1);
+  (void)apply_scrape(r, t, *m, 1);
+  EXPECT_EQ(r.total_blocks, 0u);
+  EXPECT_FALSE(r.free_blocks.has_value());
+  EXPECT_TRUE(r.running.has_value());
+}
+
+}  // namespace
+}  // namespace cgn::agent
