@@ -109,17 +109,31 @@ struct SimServer::Impl {
   }
   bool loaded() const { return now() >= load_end; }
 
+  // Runs the engine up to now, delivers its events, re-arms the timer.
+  // Re-entrant: a dispatch may complete a KV pull inline and pump again; the
+  // inner call only asks the outer loop for another round.
   void pump() {
     if (shutting_down) {
       return;
     }
-    engine.advance_to(now());
-    scratch.clear();
-    engine.take_events(scratch);
-    for (Event& ev : scratch) {
-      dispatch(std::move(ev));
+    if (pumping) {
+      repump = true;
+      return;
     }
-    scratch.clear();
+    pumping = true;
+    do {
+      repump = false;
+      engine.advance_to(now());
+      std::vector<Event> events;
+      events.swap(scratch);  // reuse the capacity
+      engine.take_events(events);
+      for (Event& ev : events) {
+        dispatch(std::move(ev));
+      }
+      events.clear();
+      scratch.swap(events);
+    } while (repump);
+    pumping = false;
     arm();
   }
 
@@ -592,6 +606,8 @@ struct SimServer::Impl {
   std::unordered_map<RequestHandle, Waiter*> waiters;
   std::vector<Event> scratch;
   Nanos armed = kNever;
+  bool pumping = false;
+  bool repump = false;
   uint64_t next_id = 0;
   bool shutting_down = false;
 };

@@ -129,12 +129,18 @@ http::ClientTimeouts default_timeouts() {
   return t;
 }
 
+// Plain HTTP only: skip loading the CA bundle for every short-lived client.
+http::ClientConfig client_config() {
+  http::ClientConfig cfg;
+  cfg.retry_stale = false;
+  cfg.tls_verify = false;
+  return cfg;
+}
+
 Reply call(uint16_t port, http::Verb verb, const std::string& target, const std::string& body = "",
            const Headers& headers = {}, http::ClientTimeouts t = default_timeouts()) {
   asio::io_context ctx;
-  http::ClientConfig cfg;
-  cfg.retry_stale = false;
-  http::HttpClient client(ctx, cfg);
+  http::HttpClient client(ctx, client_config());
   auto fut = asio::co_spawn(ctx, do_call(client, port, make_request(verb, target, body, headers), t),
                             asio::use_future);
   ctx.run();
@@ -152,7 +158,7 @@ Reply get(uint16_t port, const std::string& target) {
 // Concurrent POSTs on one io_context (one connection each).
 std::vector<Reply> post_many(uint16_t port, const std::string& target, const std::vector<json>& bodies) {
   asio::io_context ctx;
-  http::HttpClient client(ctx);
+  http::HttpClient client(ctx, client_config());
   std::vector<std::future<std::optional<http::HttpResult<http::Response>>>> futs;
   for (const auto& b : bodies) {
     futs.push_back(asio::co_spawn(
@@ -227,7 +233,7 @@ asio::awaitable<std::optional<StreamReply>> do_stream(http::HttpClient& c, uint1
 StreamReply stream(uint16_t port, const std::string& target, const json& body, const Headers& headers = {},
                    http::ClientTimeouts t = default_timeouts()) {
   asio::io_context ctx;
-  http::HttpClient client(ctx);
+  http::HttpClient client(ctx, client_config());
   auto fut = asio::co_spawn(
       ctx, do_stream(client, port, make_request(http::Verb::post, target, body.dump(), headers), t),
       asio::use_future);
@@ -520,19 +526,14 @@ TEST(EngineSim, LlamacppAnswers503JsonWhileLoading) {
 
 // ---- P/D ----------------------------------------------------------------------
 
+// P/D instances run at time scale 1: the claim round trip on the side
+// channel is real time and adds to the decode leg's modelled TTFT, as a
+// handshake would; at scale 1 it is small beside the modelled times.
 std::unique_ptr<Sim> vllm_line(std::vector<std::string> extra, std::map<std::string, std::string> env = {}) {
   auto s = std::make_unique<Sim>();
-  std::vector<std::string> argv = {bin_path("cgn-engine-sim"),
-                                   "--",
-                                   "vllm",
-                                   "serve",
-                                   "m",
-                                   "--port",
-                                   "0",
-                                   "--sim-port-file",
-                                   s->port_file(),
-                                   "--sim-time-scale",
-                                   "0.01"};
+  std::vector<std::string> argv = {
+      bin_path("cgn-engine-sim"), "--",          "vllm", "serve", "m", "--port", "0",
+      "--sim-port-file",          s->port_file()};
   argv.insert(argv.end(), extra.begin(), extra.end());
   s->launch(std::move(argv), std::move(env));
   return s;
@@ -640,6 +641,43 @@ TEST(EngineSim, ExpiredHandoffMakesDecodeRecompute) {
   EXPECT_EQ(admin_state(d->port)["kv_pulls_failed"], 1);
   // Recomputed: the modelled TTFT is a full prefill again, like the prefill leg's.
   EXPECT_GT(dr.ms("X-Sim-Ttft-Ms") * 2, pre.ms("X-Sim-Ttft-Ms"));
+}
+
+TEST(EngineSim, WrongOrUnreachableHandoffMakesDecodeRecomputeAndLeavesTheHoldAlone) {
+  auto p = vllm_line({});
+  auto d = vllm_line({});
+  const std::string prompt = long_text(1000, 12);
+  Reply pre = post(p->port, "/v1/completions", prefill_body(prompt), {{"X-Request-Id", "pd-wrong"}});
+  ASSERT_EQ(pre.status, 200u) << pre.body;
+  const json params = pre.json_body()["kv_transfer_params"];
+  ASSERT_TRUE(params.is_object());
+
+  json wrong_engine = params;
+  wrong_engine["remote_engine_id"] = "some-other-engine";
+  json wrong_blocks = params;
+  wrong_blocks["remote_block_ids"].push_back(999999);
+  json unreachable = params;
+  unreachable["remote_port"] = testing::free_port();
+  json no_port = params;
+  no_port["remote_port"] = 0;
+  int recomputed = 0;
+  for (const json& bad : {wrong_engine, wrong_blocks, unreachable, no_port}) {
+    json dec = {{"model", "m"}, {"prompt", prompt}, {"max_tokens", 2}, {"kv_transfer_params", bad}};
+    Reply dr = post(d->port, "/v1/completions", dec);
+    ASSERT_EQ(dr.status, 200u) << dr.body;
+    EXPECT_EQ(dr.header("X-Sim-Kv-Pull"), "failed") << bad.dump();
+    EXPECT_EQ(dr.header("X-Sim-Transferred-Tokens"), "0");
+    ++recomputed;
+    // The decode instance cached the recomputed prompt: evict it so the next try starts cold.
+    ASSERT_EQ(post(d->port, "/admin/evict", {{"all", true}}).status, 200u);
+  }
+  EXPECT_EQ(admin_state(d->port)["kv_pulls_failed"], recomputed);
+  // None of them consumed the handoff: the right claim still succeeds.
+  EXPECT_EQ(admin_state(p->port)["held_handoffs"], 1);
+  json dec = {{"model", "m"}, {"prompt", prompt}, {"max_tokens", 2}, {"kv_transfer_params", params}};
+  Reply ok = post(d->port, "/v1/completions", dec);
+  EXPECT_EQ(ok.header("X-Sim-Kv-Pull"), "ok");
+  EXPECT_EQ(admin_state(p->port)["held_handoffs"], 0);
 }
 
 // ---- faults -------------------------------------------------------------------
