@@ -1,0 +1,32 @@
+// cgn-agent's command line over cognitora.toml: --config for [agent] and [engine], plus the
+// launch options core's config has no key for yet (docs/agent.md, "Config keys wanted").
+#pragma once
+
+#include <string>
+
+#include "agent/driver.h"
+#include "core/config.h"
+#include "core/result.h"
+
+namespace cgn::agent {
+
+enum class OptionsError : uint8_t { kUsage, kConfig };
+
+struct AgentSetup {
+  config::CognitoraConfig config;
+  std::string config_path;
+  std::string driver;  // [engine] kind, or --driver (needed for "external", which core rejects)
+  LaunchOptions launch;
+  std::string log_level;
+  bool print_command = false;  // print the engine command line (env first) and exit
+  bool print_record = false;   // probe the GPU, print the node record JSON and exit
+  bool help = false;
+  std::string help_text;
+};
+
+Result<AgentSetup, OptionsError> parse_agent_options(int argc, const char* const* argv);
+
+// "VAR=value ... argv..." with shell quoting where needed: what --print-command shows.
+std::string render_command(const LaunchCommand& command);
+
+}  // namespace cgn::agent
