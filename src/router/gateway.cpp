@@ -19,6 +19,7 @@ namespace cgn::router {
 namespace asio = boost::asio;
 using http::Exchange;
 using http::HttpError;
+using http::HttpResult;
 
 namespace {
 
@@ -705,7 +706,18 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
       if (!client_ok) {
         break;
       }
-      auto next = co_await stream->next_event();
+      // request_ms bounds the whole request; checked between events (a silent node is bounded
+      // by idle_ms), so a stream lasts at most request_ms + idle_ms.
+      const bool over_budget =
+          !event->is_done() && seconds_since(start) * 1000.0 > static_cast<double>(rc.timeouts.request_ms);
+      // No co_await inside a conditional expression: GCC 12 mis-handles temporaries there.
+      HttpResult<std::optional<http::SseEvent>> next = std::optional<http::SseEvent>{};
+      if (over_budget) {
+        next = http::http_error(HttpError::timeout, "the request exceeded request_ms (" +
+                                                        std::to_string(rc.timeouts.request_ms) + " ms)");
+      } else {
+        next = co_await stream->next_event();
+      }
       if (!next) {
         if (!ex.client_open()) {
           client_ok = false;
@@ -715,7 +727,10 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
         // stream with an error event and [DONE] so the client's parser finishes cleanly.
         CGN_LOG_WARN(logger(), "upstream failed mid-stream", log::kv("request_id", request_id),
                      log::kv("node", up.node), log::kv("error", next.error().message));
-        ApiError e = bad_gateway("The node '" + up.node + "' failed mid-stream: " + next.error().message);
+        ApiError e =
+            next.error().code == HttpError::timeout
+                ? gateway_timeout("The node '" + up.node + "' timed out mid-stream: " + next.error().message)
+                : bad_gateway("The node '" + up.node + "' failed mid-stream: " + next.error().message);
         http::SseEvent err;
         err.data = e.body();
         (void)co_await ex.write_event(err);
@@ -752,8 +767,8 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
   }
   const std::string what =
       fmt::format("All {} attempts for model '{}' failed; last: {}", ranked.size(), model, last_error_text);
-  co_await fail(ex, last_error == HttpError::timeout ? gateway_timeout(what) : bad_gateway(what), request_id,
-                model, ep_label, start);
+  const ApiError error = last_error == HttpError::timeout ? gateway_timeout(what) : bad_gateway(what);
+  co_await fail(ex, error, request_id, model, ep_label, start);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -473,6 +473,22 @@ TEST(Gateway, WhenEveryNodeFailsTheLastAnswerIsRelayedWithItsNode) {
   EXPECT_EQ(r.json()["error"]["message"], "injected failure");
 }
 
+TEST(Gateway, WhenEveryNodeIsUnreachableTheAnswerIs502NamingTheLastError) {
+  Cluster c({.nodes = 2, .poll = 60s});
+  c.engine(0).stop();
+  c.engine(1).stop();
+  Client cl(c.port());
+  const Reply r = cl.post("/v1/chat/completions", chat_body("x"));
+  EXPECT_EQ(r.status, 502u);
+  EXPECT_EQ(r.header("X-CGN-Node"), "");
+  EXPECT_NE(
+      r.json()["error"]["message"].get<std::string>().find("All 2 attempts for model 'test-model' failed"),
+      std::string::npos)
+      << r.body;
+  // Both nodes left routing on the failed connects: the next request is refused at once.
+  EXPECT_EQ(cl.post("/v1/chat/completions", chat_body("x")).status, 503u);
+}
+
 TEST(Gateway, AMidStreamFailureEndsWithAnErrorEventAndDone) {
   Cluster c({.nodes = 1});
   Client cl(c.port());
@@ -486,6 +502,21 @@ TEST(Gateway, AMidStreamFailureEndsWithAnErrorEventAndDone) {
   EXPECT_NE(err["error"]["message"].get<std::string>().find("failed mid-stream"), std::string::npos);
   EXPECT_EQ(r.events[3], "[DONE]");
   EXPECT_EQ(c.engine(0).generations.load(), 1);  // never retried once tokens were sent
+}
+
+TEST(Gateway, AStreamPastRequestMsEndsWithATimeoutErrorEvent) {
+  Cluster c({.nodes = 1, .tweak = [](config::RouterConfig& r) { r.timeouts.request_ms = 200; }});
+  c.engine(0).tokens = 100000;
+  c.engine(0).token_delay_ms = 5;
+  Client cl(c.port());
+  const Reply r = cl.stream("/v1/chat/completions", chat_body("x", true));
+  ASSERT_EQ(r.status, 200u);
+  ASSERT_GE(r.events.size(), 3u);
+  EXPECT_EQ(r.events.back(), "[DONE]");
+  const auto err = nlohmann::json::parse(r.events[r.events.size() - 2]);
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("exceeded request_ms (200 ms)"),
+            std::string::npos);
+  EXPECT_TRUE(cgn::testing::wait_until([&] { return c.engine(0).cancelled.load() == 1; }, 10s));
 }
 
 TEST(Gateway, AClientDisconnectCancelsTheUpstreamRequest) {
