@@ -1,0 +1,61 @@
+#include "router/router_metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace cgn::router {
+namespace {
+
+NodeSnapshot node(std::string name, double watts) {
+  NodeSnapshot n;
+  n.name = std::move(name);
+  n.models = {"m"};
+  n.engine = "vllm";
+  n.role = "both";
+  n.up = true;
+  n.power_watts = watts;
+  return n;
+}
+
+TEST(RouterMetrics, ClusterPowerTotalIsUntypedAndSumsTheNodes) {
+  RouterMetrics m;
+  m.refresh_cluster({node("a", 300), node("b", 250.5)}, 1.5);
+  const std::string text = m.render();
+  EXPECT_NE(text.find("# TYPE cgn_cluster_power_watts_total untyped\ncgn_cluster_power_watts_total 550.5\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cgn_cluster_tokens_per_watt 1.5\n"), std::string::npos);
+  EXPECT_NE(
+      text.find(
+          "cgn_cluster_node_info{node=\"a\",model=\"m\",engine=\"vllm\",role=\"both\",gpu_name=\"\"} 1"),
+      std::string::npos);
+}
+
+TEST(RouterMetrics, AMirrorRefreshDropsNodesThatLeft) {
+  RouterMetrics m;
+  m.refresh_cluster({node("a", 0), node("gone", 0)}, 0);
+  EXPECT_NE(m.render().find("node=\"gone\""), std::string::npos);
+  m.refresh_cluster({node("a", 0)}, 0);
+  EXPECT_EQ(m.render().find("node=\"gone\""), std::string::npos);
+}
+
+TEST(RouterMetrics, RequestsTokensAndRejectionsAreCounted) {
+  RouterMetrics m;
+  m.request_done("m", "chat", 200, 0.1);
+  m.request_done("m", "chat", 200, 0.2);
+  m.tokens("m", 10, 5);
+  m.tokens("m", 0, 7);
+  m.admission_rejected("m", "queue_full");
+  const std::string text = m.render();
+  EXPECT_NE(text.find("cgn_router_requests_total{model=\"m\",endpoint=\"chat\",code=\"200\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("cgn_router_generation_tokens_total{model=\"m\"} 12\n"), std::string::npos);
+  EXPECT_EQ(m.generation_tokens_total(), 12.0);
+  EXPECT_NE(text.find("cgn_router_admission_rejections_total{model=\"m\",reason=\"queue_full\"} 1\n"),
+            std::string::npos);
+  // Every family exists from the start, even before its first event.
+  EXPECT_NE(text.find("# TYPE cgn_router_federation_forwards_total counter"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE cgn_router_retries_total counter"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cgn::router
