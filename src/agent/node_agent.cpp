@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+
 #include "agent/loopback_get.h"
 #include "core/log.h"
 
@@ -25,6 +27,21 @@ std::optional<EpochBump> apply_scrape(NodeRecord& record, KvEpochTracker& tracke
   auto bump = tracker.observe(PoolSample{engine_starts, m.total_blocks, u.free_blocks, m.running});
   record.kv_epoch = tracker.epoch();
   return bump;
+}
+
+uint32_t sglang_page_size(const std::vector<std::string>& extra_args) {
+  std::string_view value;
+  for (size_t i = 0; i < extra_args.size(); ++i) {
+    std::string_view a = extra_args[i];
+    if (a == "--page-size" && i + 1 < extra_args.size()) {
+      value = extra_args[i + 1];
+    } else if (a.starts_with("--page-size=")) {
+      value = a.substr(12);
+    }
+  }
+  uint32_t n = 0;
+  auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  return ec == std::errc() && p == value.data() + value.size() && n > 0 ? n : 1;
 }
 
 Result<routing::NodeMetrics, std::string> scrape_engine(const std::string& host, uint16_t port,
@@ -53,6 +70,9 @@ Result<std::unique_ptr<NodeAgent>, DriverError> NodeAgent::create(const EngineDr
   }
   if (options.supervisor.port == 0) {
     options.supervisor.port = options.engine.port;
+  }
+  if (options.mapper.sglang_page_size <= 1) {
+    options.mapper.sglang_page_size = sglang_page_size(options.engine.extra_args);
   }
   if (options.mapper.model.empty()) {
     options.mapper.model = detail::served_name_or_model(options.engine);

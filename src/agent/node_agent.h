@@ -35,6 +35,10 @@ struct NodeAgentOptions {
 std::optional<EpochBump> apply_scrape(NodeRecord& record, KvEpochTracker& tracker,
                                       const routing::NodeMetrics& m, uint64_t engine_starts);
 
+// SGLang's --page-size N (or --page-size=N) from extra args; 1 (SGLang's default) when absent or
+// not a positive number.
+uint32_t sglang_page_size(const std::vector<std::string>& extra_args);
+
 // GET the engine's metrics page and map it. Errors as text (the caller logs them).
 Result<routing::NodeMetrics, std::string> scrape_engine(const std::string& host, uint16_t port,
                                                         const std::string& path, routing::EngineKind kind,

@@ -38,5 +38,33 @@ TEST(ApplyScrape, llamacpp_has_no_pool_size_so_total_blocks_stays_unknown) {
   EXPECT_TRUE(r.running.has_value());
 }
 
+TEST(SglangPageSize, read_from_extra_args_with_the_engines_default) {
+  EXPECT_EQ(sglang_page_size({}), 1u);
+  EXPECT_EQ(sglang_page_size({"--page-size", "64"}), 64u);
+  EXPECT_EQ(sglang_page_size({"--mem-fraction-static", "0.8", "--page-size=32"}), 32u);
+  EXPECT_EQ(sglang_page_size({"--page-size", "0"}), 1u);
+  EXPECT_EQ(sglang_page_size({"--page-size", "x"}), 1u);
+  EXPECT_EQ(sglang_page_size({"--page-size"}), 1u);
+}
+
+TEST(ApplyScrape, sglang_pool_is_unknown_without_max_total_num_tokens_and_in_pages_with_it) {
+  // The published capture predates sglang:max_total_num_tokens: the pool stays unknown.
+  const std::string page =
+      cgn::testing::read_file(cgn::testing::shared_path("reference/samples/sglang-metrics.txt"));
+  auto old = routing::scrape_engine_metrics(routing::EngineKind::kSglang, page);
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->total_blocks, 0u);
+  // The same page with the gauge newer SGLang exports (value hand-written).
+  const std::string newer =
+      page +
+      "# TYPE sglang:max_total_num_tokens gauge\n"
+      "sglang:max_total_num_tokens{model_name=\"meta-llama/Llama-3.1-8B-Instruct\"} 65536\n";
+  routing::MapperOptions sixteen;
+  sixteen.sglang_page_size = sglang_page_size({"--page-size", "16"});
+  auto pages = routing::scrape_engine_metrics(routing::EngineKind::kSglang, newer, sixteen);
+  ASSERT_TRUE(pages.ok()) << pages.error().message;
+  EXPECT_EQ(pages->total_blocks, 65536u / 16);
+}
+
 }  // namespace
 }  // namespace cgn::agent
