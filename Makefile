@@ -10,6 +10,9 @@ JOBS       ?= $(shell nproc)
 CMAKE_GEN  := -G Ninja
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
 export CCACHE_MAXSIZE ?= 5G
+# Paths under the checkout are hashed relative to it, so clones in other folders (CI) hit the cache.
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
 
 .PHONY: all bootstrap configure build test test-release test-asan test-browser test-unit run fuzz bench bench-report format tidy clean
 
