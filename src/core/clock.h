@@ -16,8 +16,12 @@ constexpr Nanos kNanosPerMicro = 1'000;
 constexpr Nanos kNanosPerMilli = 1'000'000;
 constexpr Nanos kNanosPerSecond = 1'000'000'000;
 
-inline constexpr Nanos seconds_to_nanos(double s) { return static_cast<Nanos>(s * 1e9); }
-inline constexpr double nanos_to_seconds(Nanos n) { return static_cast<double>(n) / 1e9; }
+inline constexpr Nanos seconds_to_nanos(double s) {
+  return static_cast<Nanos>(s * 1e9);
+}
+inline constexpr double nanos_to_seconds(Nanos n) {
+  return static_cast<double>(n) / 1e9;
+}
 
 // Thread safety: implementations must allow now() from any thread.
 class Clock {

@@ -2,6 +2,8 @@
 
 namespace cgn {
 
-const char* version() { return CGN_VERSION; }
+const char* version() {
+  return CGN_VERSION;
+}
 
 }  // namespace cgn

@@ -82,8 +82,12 @@ std::string env_or(const char* name, const std::string& fallback) {
 }
 }  // namespace
 
-std::string bin_path(const std::string& name) { return env_or("CGN_BIN_DIR", "build/bin") + "/" + name; }
-std::string source_path(const std::string& rel) { return env_or("CGN_SOURCE_DIR", ".") + "/" + rel; }
+std::string bin_path(const std::string& name) {
+  return env_or("CGN_BIN_DIR", "build/bin") + "/" + name;
+}
+std::string source_path(const std::string& rel) {
+  return env_or("CGN_SOURCE_DIR", ".") + "/" + rel;
+}
 std::string shared_path(const std::string& rel) {
   return env_or("CGN_SHARED_DIR", env_or("CGN_SOURCE_DIR", ".") + "/../shared") + "/" + rel;
 }
@@ -191,7 +195,9 @@ int Process::stop(std::chrono::milliseconds grace) {
   return rc;
 }
 
-std::string Process::log() const { return read_file(log_path_); }
+std::string Process::log() const {
+  return read_file(log_path_);
+}
 
 int wait_for_port_file(const std::string& path, std::chrono::milliseconds timeout) {
   int port = 0;
