@@ -27,6 +27,14 @@
 #include "sim/openai_render.h"
 #include "sim/shell_api.h"
 
+// GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on some Asio
+// coroutine frames: it sees the frame freed by awaitable_frame_base's
+// operator delete but not the matching operator new (Asio's recycling
+// allocator). A false positive; the pair is matched by construction.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
 namespace cgn::sim {
 
 namespace asio = boost::asio;
