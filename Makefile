@@ -14,7 +14,7 @@ export CCACHE_MAXSIZE ?= 5G
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all bootstrap configure build test test-release test-asan test-browser test-unit run fuzz bench bench-report format tidy clean
+.PHONY: all bootstrap configure build test test-release test-asan test-browser test-node test-unit run fuzz bench bench-report format tidy clean
 
 all: build
 
@@ -29,9 +29,9 @@ configure: bootstrap $(BUILD)/build.ninja
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Release build, every label; the unit label under AddressSanitizer/UBSan; the
-# dashboard in headless Chromium.
-test: test-release test-asan test-browser
+# Release build, every label; the official openai npm client through the router;
+# the unit label under AddressSanitizer/UBSan; the dashboard in headless Chromium.
+test: test-release test-node test-asan test-browser
 
 test-release: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900
@@ -46,6 +46,9 @@ test-asan: bootstrap
 
 test-browser: bootstrap
 	tests/browser/run.sh
+
+test-node: build
+	CGN_BIN_DIR=$(CURDIR)/$(BUILD)/bin tests/node/run.sh
 
 # Fast loop for developers: the unit label of the Release build.
 test-unit: build

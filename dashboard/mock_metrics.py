@@ -322,7 +322,7 @@ class Fleet:
                 sample(name, [("node", n.name)], get(n))
         if self.energy:
             total_w = sum(n.power for n in self.nodes)
-            family("cgn_cluster_power_watts_total", "gauge", "Fleet GPU power.")
+            family("cgn_cluster_power_watts_total", "untyped", "Fleet GPU power.")
             sample("cgn_cluster_power_watts_total", [], round(total_w, 1))
             family("cgn_cluster_tokens_per_watt", "gauge", "Generated tokens per second per watt.")
             sample("cgn_cluster_tokens_per_watt", [], round(self.gen_rate / total_w, 5) if total_w > 0 else 0)
