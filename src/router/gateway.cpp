@@ -891,6 +891,7 @@ void Gateway::on_node_event(const state::NodeEvent& ev) {
     core_.remove_node(ev.id);
     nodes_.erase(ev.id);
     node_changes_.forget(ev.id);
+    request_mirror_refresh();
     return;
   }
   const routing::NodeIndex idx = core_.upsert_node(ev.id, ev.update, ev.source);
@@ -904,10 +905,20 @@ void Gateway::on_node_event(const state::NodeEvent& ev) {
   info.index = idx;
   if (ev.update.health.has_value()) {
     const bool up = *ev.update.health == routing::Health::kHealthy;
-    node_changes_.update(ev.id, up ? "up" : "down", up ? spdlog::level::info : spdlog::level::warn,
-                         up ? "node in routing" : "node left routing (health check failed)",
-                         log::kv("node", ev.id));
+    if (node_changes_.update(ev.id, up ? "up" : "down", up ? spdlog::level::info : spdlog::level::warn,
+                             up ? "node in routing" : "node left routing (health check failed)",
+                             log::kv("node", ev.id))) {
+      request_mirror_refresh();
+    }
   }
+}
+
+void Gateway::request_mirror_refresh() {
+  {
+    std::lock_guard lock(maint_mu_);
+    maint_refresh_now_ = true;
+  }
+  maint_cv_.notify_one();
 }
 
 size_t Gateway::healthy_nodes() const {
@@ -981,10 +992,11 @@ void Gateway::refresh_cluster_metrics() {
 void Gateway::maintenance_loop() {
   std::unique_lock lock(maint_mu_);
   while (!maint_stop_) {
-    maint_cv_.wait_for(lock, options_.mirror_interval, [this] { return maint_stop_; });
+    maint_cv_.wait_for(lock, options_.mirror_interval, [this] { return maint_stop_ || maint_refresh_now_; });
     if (maint_stop_) {
       break;
     }
+    maint_refresh_now_ = false;
     lock.unlock();
     refresh_cluster_metrics();
     lock.lock();

@@ -72,6 +72,8 @@ class Gateway {
   void reload(const config::RouterConfig& cfg);
 
   void refresh_cluster_metrics();
+  // Wakes the maintenance thread to refresh the cgn_cluster_node_* mirror now (any thread).
+  void request_mirror_refresh();
   std::string render_metrics() { return metrics_.render(); }
   RouterMetrics& metrics() { return metrics_; }
 
@@ -115,6 +117,7 @@ class Gateway {
   std::mutex maint_mu_;
   std::condition_variable maint_cv_;
   bool maint_stop_ = false;
+  bool maint_refresh_now_ = false;  // a node joined, left or changed health: refresh the mirror early
   std::thread maint_thread_;
   std::mutex refresh_mu_;  // refresh_cluster_metrics from the maintenance thread and tests
   double last_generation_tokens_ = 0;
