@@ -44,8 +44,10 @@ test-asan: bootstrap
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
 
-test-browser: bootstrap
+# The dashboard against the mock fleet, then against a real router with simulators.
+test-browser: build
 	tests/browser/run.sh
+	CGN_BIN_DIR=$(CURDIR)/$(BUILD)/bin scripts/browser-vs-router.sh
 
 test-node: build
 	CGN_BIN_DIR=$(CURDIR)/$(BUILD)/bin tests/node/run.sh

@@ -145,8 +145,10 @@ test("the page loads: KPIs filled, every chart draws, the node table lists the n
   }
   const firstRow = await page.locator("#node-table tbody tr").first().locator("td").allInnerTexts();
   assert.equal(firstRow.length, 11);
+  // A real router's nodes may have no GPU identity (simulators, CPU engines): never invented,
+  // so the GPU cell is only required against the mock fleet.
   assert.ok(
-    firstRow.slice(0, 5).every((t) => t.trim() && t.trim() !== "—"),
+    firstRow.slice(0, mock ? 5 : 4).every((t) => t.trim() && t.trim() !== "—"),
     "node, model, engine, role, GPU: " + firstRow.join(" | "),
   );
 
