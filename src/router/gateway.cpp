@@ -562,6 +562,20 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
                       log::kv("node", up.node), log::kv("reason", reason));
       }
     };
+    // The body failed before its first byte reached the client: close the ticket and either
+    // note why this node failed (true: try the next one) or, when the client itself went
+    // away, record that (false: stop).
+    auto failed_before_first_byte = [&](const Error<HttpError>& err) {
+      close_ticket();
+      if (!ex.client_open()) {
+        g_.metrics_.request_done(model, ep_label, kClientClosed, seconds_since(start));
+        return false;
+      }
+      last_error = err.code;
+      last_error_text = up.node + ": " + err.message;
+      retry_reason(last_error == HttpError::timeout ? "timeout" : "closed");
+      return true;
+    };
 
     http::Upstream target{up.endpoint.host, up.endpoint.port, up.endpoint.tls};
     auto stream = co_await client.stream(target, upstream_request(req, up, request_id, priority, deadline_ms),
@@ -611,14 +625,9 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
       // Buffered: the whole body first, so a failure here can still move to the next node.
       auto body = co_await stream->read_all();
       if (!body) {
-        close_ticket();
-        if (!ex.client_open()) {
-          g_.metrics_.request_done(model, ep_label, kClientClosed, seconds_since(start));
+        if (!failed_before_first_byte(body.error())) {
           co_return;
         }
-        last_error = body.error().code;
-        last_error_text = up.node + ": " + body.error().message;
-        retry_reason(last_error == HttpError::timeout ? "timeout" : "closed");
         continue;
       }
       {
@@ -643,14 +652,9 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
       // A streamed body that is not SSE: raw pieces, each flushed as it arrives.
       auto first = co_await stream->read_some();
       if (!first) {
-        close_ticket();
-        if (!ex.client_open()) {
-          g_.metrics_.request_done(model, ep_label, kClientClosed, seconds_since(start));
+        if (!failed_before_first_byte(first.error())) {
           co_return;
         }
-        last_error = first.error().code;
-        last_error_text = up.node + ": " + first.error().message;
-        retry_reason(last_error == HttpError::timeout ? "timeout" : "closed");
         continue;
       }
       std::string piece(*first);
@@ -681,14 +685,9 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
     // SSE: wait for the first event before answering, so a node that dies first is retried.
     auto first = co_await stream->next_event();
     if (!first) {
-      close_ticket();
-      if (!ex.client_open()) {
-        g_.metrics_.request_done(model, ep_label, kClientClosed, seconds_since(start));
+      if (!failed_before_first_byte(first.error())) {
         co_return;
       }
-      last_error = first.error().code;
-      last_error_text = up.node + ": " + first.error().message;
-      retry_reason(last_error == HttpError::timeout ? "timeout" : "closed");
       continue;
     }
     auto begun = co_await ex.begin_stream(status, std::move(headers));
