@@ -170,6 +170,10 @@ void read_agent(TableReader& r, AgentConfig& c) {
   }
   r.get_host_port("listen", c.listen);
   r.get("watt_limit", c.watt_limit, {0.0, 1e6});
+  r.get_one_of("state_backend", c.state_backend, kStateBackends);
+  r.get("publish_interval_ms", c.publish_interval_ms, {10, 60000});
+  r.get("max_published_prefixes", c.max_published_prefixes, {0, 4096});
+  r.get("engine_metrics", c.engine_metrics);
 }
 
 void read_engine(TableReader& r, EngineConfig& c) {
@@ -375,7 +379,11 @@ std::string dump_config(const CognitoraConfig& c) {
                    {"state", std::move(state)},
                    {"agent", toml::table{{"node_id", c.agent.node_id},
                                          {"listen", c.agent.listen},
-                                         {"watt_limit", c.agent.watt_limit}}},
+                                         {"watt_limit", c.agent.watt_limit},
+                                         {"state_backend", c.agent.state_backend},
+                                         {"publish_interval_ms", c.agent.publish_interval_ms},
+                                         {"max_published_prefixes", c.agent.max_published_prefixes},
+                                         {"engine_metrics", c.agent.engine_metrics}}},
                    {"engine", std::move(engine)}};
   std::ostringstream out;
   out << toml::toml_formatter{root};

@@ -120,7 +120,7 @@ struct RouterConfig {
 // [state.etcd]
 struct EtcdConfig {
   std::vector<std::string> endpoints = {"http://127.0.0.1:2379"};
-  uint32_t lease_ttl_s = 10;
+  uint32_t lease_ttl_s = 5;
   std::string prefix = "/cognitora";
 };
 
@@ -143,6 +143,10 @@ struct AgentConfig {
   std::string node_id;  // empty: the host name
   std::string listen = "0.0.0.0:9090";
   double watt_limit = 0.0;  // soft limit in watts; 0: none
+  std::string state_backend = "static";  // static (router polls Health) | etcd (publish) | gossip
+  uint32_t publish_interval_ms = 250;    // etcd: at most one KV-prefix txn per interval
+  uint32_t max_published_prefixes = 4096;  // etcd: cap on live KV prefix keys (also capacity-bound)
+  bool engine_metrics = true;              // /metrics also relays the engine's own exposition
 };
 
 // [engine]

@@ -67,12 +67,16 @@ TEST(Config, EmptyFileGivesDocumentedDefaults) {
   EXPECT_EQ(c.router.admission.max_queue, 256u);
   EXPECT_TRUE(c.router.nodes.empty());
   EXPECT_EQ(c.state.etcd.endpoints, std::vector<std::string>{"http://127.0.0.1:2379"});
-  EXPECT_EQ(c.state.etcd.lease_ttl_s, 10u);
+  EXPECT_EQ(c.state.etcd.lease_ttl_s, 5u);
   EXPECT_EQ(c.state.gossip.listen, "0.0.0.0:7946");
   EXPECT_EQ(c.state.gossip.cluster_id, "cognitora");
   EXPECT_TRUE(c.state.gossip.secret.empty());
   EXPECT_EQ(c.agent.listen, "0.0.0.0:9090");
   EXPECT_DOUBLE_EQ(c.agent.watt_limit, 0.0);
+  EXPECT_EQ(c.agent.state_backend, "static");
+  EXPECT_EQ(c.agent.publish_interval_ms, 250u);
+  EXPECT_EQ(c.agent.max_published_prefixes, 4096u);
+  EXPECT_TRUE(c.agent.engine_metrics);
   EXPECT_EQ(c.engine.kind, "vllm");
   EXPECT_EQ(c.engine.port, 8000);
   EXPECT_EQ(c.engine.tensor_parallel, 1u);
@@ -107,6 +111,10 @@ seeds = ["10.0.0.1:7946", "[::1]:7946"]
 [agent]
 node_id = "gpu-7"
 watt_limit = 350.5
+state_backend = "etcd"
+publish_interval_ms = 100
+max_published_prefixes = 1000
+engine_metrics = false
 [engine]
 kind = "sglang"
 model = "m"
@@ -135,6 +143,10 @@ gpus = [0, 3]
   EXPECT_EQ(c.state.gossip.seeds, (std::vector<std::string>{"10.0.0.1:7946", "[::1]:7946"}));
   EXPECT_EQ(c.agent.node_id, "gpu-7");
   EXPECT_DOUBLE_EQ(c.agent.watt_limit, 350.5);
+  EXPECT_EQ(c.agent.state_backend, "etcd");
+  EXPECT_EQ(c.agent.publish_interval_ms, 100u);
+  EXPECT_EQ(c.agent.max_published_prefixes, 1000u);
+  EXPECT_FALSE(c.agent.engine_metrics);
   EXPECT_EQ(c.engine.kind, "sglang");
   EXPECT_EQ(c.engine.model, "m");
   EXPECT_EQ(c.engine.port, 30000);
@@ -328,6 +340,10 @@ TEST(Config, AddressesAreValidated) {
       error_of("[agent]\nnode_id = \"a/b\"\n"),
       "cognitora.toml:2:11: key 'agent.node_id' expected at most 128 characters from [A-Za-z0-9._-] (it is a "
       "key in etcd and a metric label)");
+  EXPECT_EQ(error_of("[agent]\npublish_interval_ms = 5\n"),
+            "cognitora.toml:2:23: key 'agent.publish_interval_ms' expected integer in [10, 60000], got 5");
+  EXPECT_EQ(error_of("[agent]\nmax_published_prefixes = 5000\n"),
+            "cognitora.toml:2:26: key 'agent.max_published_prefixes' expected integer in [0, 4096], got 5000");
 }
 
 TEST(Config, StateSectionsAreChecked) {
