@@ -79,7 +79,7 @@ dom::parser& thread_parser() {
 // Buffers for bodies up to this size are kept between calls; a thread that
 // parsed a larger body (up to max_body_bytes, ~8x that in parser buffers)
 // gives the memory back when the call that needed it is done.
-constexpr size_t kRetainedParserCapacity = 1024 * 1024;
+constexpr size_t kRetainedParserCapacity = size_t{1024} * 1024;
 
 // Scope of one public parse call: every element is dead once it ends.
 class ParserScope {

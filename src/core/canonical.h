@@ -40,14 +40,14 @@ inline constexpr char kGroupSep = '\x1d';   // starts a tool call
 // Bounds on what a request may contain. Exceeding one is an error, never a
 // truncation, so a bound can never silently change a digest.
 struct RequestLimits {
-  size_t max_body_bytes = 4 * 1024 * 1024;
+  size_t max_body_bytes = size_t{4} * 1024 * 1024;
   size_t max_json_depth = 64;              // nesting of arrays and objects, the top-level object counts as 1
   size_t max_messages = 2048;              // chat messages
   size_t max_content_parts = 1024;         // per message
   size_t max_tool_calls = 256;             // per message
   size_t max_tools = 512;                  // entries of `tools`
   size_t max_prompts = 2048;               // entries of a completions `prompt` / embeddings `input` array
-  size_t max_prompt_tokens = 1024 * 1024;  // token ids in one prompt
+  size_t max_prompt_tokens = size_t{1024} * 1024;  // token ids in one prompt
 };
 
 enum class Endpoint { kChat, kCompletions, kEmbeddings };

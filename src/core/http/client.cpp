@@ -29,7 +29,7 @@ using detail::SteadyTime;
 using detail::Transport;
 using tcp = asio::ip::tcp;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-constexpr size_t kScratchBytes = 16 * 1024;
+constexpr size_t kScratchBytes = size_t{16} * 1024;
 }  // namespace
 
 // One upstream connection. Registered with the io_context's deadline sweeper

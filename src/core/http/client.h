@@ -46,8 +46,8 @@ struct ClientTimeouts {
 
 struct ClientConfig {
   ClientTimeouts timeouts;
-  size_t max_header_bytes = 64 * 1024;
-  size_t max_body_bytes = 64 * 1024 * 1024;  // buffered responses only; streams are unbounded
+  size_t max_header_bytes = size_t{64} * 1024;
+  size_t max_body_bytes = size_t{64} * 1024 * 1024;  // buffered responses only; streams are unbounded
   size_t max_idle_per_upstream = 64;
   milliseconds pool_idle{30'000};  // pooled connections older than this are dropped
   // A request that fails on a reused connection before any response byte

@@ -48,7 +48,8 @@ class DeadlineEntry {
 class DeadlineSweeper : public boost::asio::execution_context::service {
  public:
   using key_type = DeadlineSweeper;
-  inline static boost::asio::execution_context::id id;
+  // Asio finds services by this static id; its constructor does not throw.
+  inline static boost::asio::execution_context::id id;  // NOLINT(cert-err58-cpp)
 
   explicit DeadlineSweeper(boost::asio::io_context& ctx);
 

@@ -13,8 +13,8 @@
 namespace cgn::http {
 
 struct RequestLimits {
-  size_t max_header_bytes = 16 * 1024;
-  size_t max_body_bytes = 16 * 1024 * 1024;
+  size_t max_header_bytes = size_t{16} * 1024;
+  size_t max_body_bytes = size_t{16} * 1024 * 1024;
 };
 
 class RequestReader {

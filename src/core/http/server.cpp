@@ -565,7 +565,7 @@ class ServerConnection final : public Exchange,
   bool head_ = false;
 };
 
-void log_exception(const log::Logger& log, const char* what, std::exception_ptr e) {
+void log_exception(const log::Logger& log, const char* what, const std::exception_ptr& e) {
   if (!e) {
     return;
   }
@@ -605,7 +605,7 @@ asio::awaitable<void> accept_loop(Server::Impl* s) {
     auto conn = s->tls ? std::make_shared<ServerConnection>(*s, w, Transport(std::move(sock), *s->tls), sig)
                        : std::make_shared<ServerConnection>(*s, w, Transport(std::move(sock)), sig);
     asio::co_spawn(w.ctx, ServerConnection::run(std::move(conn)),
-                   asio::bind_cancellation_slot(sig->slot(), [sig, s](std::exception_ptr e) {
+                   asio::bind_cancellation_slot(sig->slot(), [sig, s](const std::exception_ptr& e) {
                      log_exception(s->log, "connection", e);
                    }));
   }
@@ -785,7 +785,7 @@ HttpResult<uint16_t> Server::start() {
   s.started = true;
   Impl* sp = &s;
   asio::co_spawn(s.workers[0]->ctx, accept_loop(sp),
-                 [sp](std::exception_ptr e) { log_exception(sp->log, "accept loop", e); });
+                 [sp](const std::exception_ptr& e) { log_exception(sp->log, "accept loop", e); });
   for (auto& w : s.workers) {
     w->guard.emplace(w->ctx.get_executor());
     Worker* wp = w.get();

@@ -31,8 +31,8 @@ namespace asio = boost::asio;
 using std::chrono::milliseconds;
 
 struct ServerLimits {
-  size_t max_header_bytes = 16 * 1024;       // request line + headers -> 431 beyond
-  size_t max_body_bytes = 16 * 1024 * 1024;  // Content-Length checked before reading -> 413
+  size_t max_header_bytes = size_t{16} * 1024;       // request line + headers -> 431 beyond
+  size_t max_body_bytes = size_t{16} * 1024 * 1024;  // Content-Length checked before reading -> 413
 };
 
 struct ServerTimeouts {
