@@ -71,6 +71,11 @@ fuzz:
 bench: build
 	@scripts/bench.sh $(BUILD)
 
+# The performance report of issue #8: bench/results/<date>/report.md with its plots (gnuplot).
+bench-report: configure
+	@scripts/bootstrap.sh --bench
+	@scripts/bench-report.sh $(BUILD)
+
 format:
 	@git ls-files '*.cpp' '*.h' | xargs clang-format -i
 

@@ -20,10 +20,14 @@ TEST_PKGS=(
 )
 # Only for `make fuzz` (libFuzzer builds) and `make tidy`.
 FUZZ_PKGS=(clang libclang-rt-14-dev clang-tidy clang-format)
+# Only for `make bench-report` (the report's plots).
+BENCH_PKGS=(gnuplot-nox)
 
 want=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}")
 if [[ "${1:-}" == "--fuzz" ]]; then
   want+=("${FUZZ_PKGS[@]}")
+elif [[ "${1:-}" == "--bench" ]]; then
+  want+=("${BENCH_PKGS[@]}")
 fi
 
 missing=()
