@@ -885,6 +885,9 @@ void Gateway::reload(const config::RouterConfig& cfg) {
 }
 
 void Gateway::on_node_event(const state::NodeEvent& ev) {
+  if (apply_state_event(ev)) {
+    return;
+  }
   std::lock_guard lock(core_mu_);
   if (ev.kind == state::NodeEvent::Kind::kRemove) {
     core_.remove_node(ev.id);

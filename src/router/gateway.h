@@ -94,6 +94,9 @@ class Gateway {
   friend class Handlers;
 
   void on_node_event(const state::NodeEvent& ev);
+  // Counts every state event; applies prefixes, policy and backend state (state_backend.cpp).
+  // Returns true when it handled `ev` (anything but kUpsert / kRemove).
+  bool apply_state_event(const state::NodeEvent& ev);
   void maintenance_loop();
 
   GatewayOptions options_;

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "router/gateway.h"
 #include "router/options.h"
+#include "router/state_backend.h"
 
 #ifndef CGN_SOURCE_DASHBOARD_DIR
 #define CGN_SOURCE_DASHBOARD_DIR ""
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
     std::cerr << "cgn-router: " << keys.error().message << "\n";
     return 2;
   }
-  auto store = router::make_static_store(setup->config.router, setup->poll_interval);
+  auto store = router::make_state_store(setup->config, setup->poll_interval);
   if (!store) {
     std::cerr << "cgn-router: " << store.error().message << "\n";
     return 2;

@@ -39,6 +39,11 @@ Result<RouterSetup, OptionsError> parse_router_options(int argc, const char* con
   app.add_option("--port-file", s.port_file, "write the bound port to this file once listening");
   app.add_option("--log-level", s.log_level, "trace, debug, info, warn, error, off");
   app.add_flag("--print-config", s.print_config, "print the effective configuration and exit");
+  std::vector<std::string> etcd;
+  std::string etcd_prefix;
+  app.add_option("--etcd", etcd,
+                 "etcd endpoint URL (repeatable): state_backend = \"etcd\" with these [state.etcd] endpoints");
+  app.add_option("--etcd-prefix", etcd_prefix, "[state.etcd] prefix (default /cognitora)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -83,10 +88,24 @@ Result<RouterSetup, OptionsError> parse_router_options(int argc, const char* con
   if (!keys_file.empty()) {
     rc.api_keys_file = keys_file;
   }
-  if (rc.state_backend != "static") {
-    return make_error(
-        OptionsError::kConfig,
-        "state_backend \"" + rc.state_backend + "\" is not available in this cgn-router yet; use \"static\"");
+  if (!etcd.empty()) {
+    rc.state_backend = "etcd";
+    s.config.state.etcd.endpoints = etcd;
+  }
+  if (!etcd_prefix.empty()) {
+    s.config.state.etcd.prefix = etcd_prefix;
+  }
+  if (rc.state_backend != "static" && rc.state_backend != "etcd") {
+    return make_error(OptionsError::kConfig,
+                      "state_backend \"" + rc.state_backend +
+                          "\" is not available in this cgn-router yet; use \"static\" or \"etcd\"");
+  }
+  if (rc.state_backend == "etcd" && !rc.nodes.empty()) {
+    return make_error(OptionsError::kUsage,
+                      "state_backend \"etcd\" takes its nodes from etcd: drop --node / [[router.nodes]]");
+  }
+  if (rc.state_backend == "etcd" && !s.config.state.etcd.prefix.starts_with('/')) {
+    return make_error(OptionsError::kUsage, "--etcd-prefix must start with '/'");
   }
   if (poll_ms > 0) {
     s.poll_interval = std::chrono::milliseconds(poll_ms);

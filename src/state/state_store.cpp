@@ -14,6 +14,22 @@ const char* to_string(StateError e) {
   return "unknown";
 }
 
+const char* to_string(NodeEvent::Kind k) {
+  switch (k) {
+    case NodeEvent::Kind::kUpsert:
+      return "upsert";
+    case NodeEvent::Kind::kRemove:
+      return "remove";
+    case NodeEvent::Kind::kPrefixes:
+      return "prefixes";
+    case NodeEvent::Kind::kPolicy:
+      return "policy";
+    case NodeEvent::Kind::kBackend:
+      return "backend";
+  }
+  return "unknown";
+}
+
 Result<NodeEndpoint, StateError> parse_node_url(std::string_view url) {
   auto fail = [&](std::string_view why) {
     return make_error(StateError::kConfig, "node URL \"" + std::string(url) + "\": " + std::string(why));

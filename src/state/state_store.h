@@ -9,10 +9,13 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/config.h"
+#include "core/digest_types.h"
 #include "core/result.h"
 #include "routing/node_state.h"
 
@@ -36,14 +39,29 @@ struct NodeEndpoint {
 // Parses "http://host:port[/path]" or "https://..." (port defaults 80/443; IPv6 in brackets).
 Result<NodeEndpoint, StateError> parse_node_url(std::string_view url);
 
+// What a backend reports. Static: kUpsert/kRemove only. etcd: all kinds.
 struct NodeEvent {
-  enum class Kind { kUpsert, kRemove };
+  enum class Kind {
+    kUpsert,    // node added or changed (cordon flags arrive here, as update.cordoned)
+    kRemove,    // node gone: drop it and everything the index holds for it
+    kPrefixes,  // live KV prefixes of node `id`: `confirmed` now held, `removed` no longer held
+    kPolicy,    // routing policy, weights and admission to apply now (`policy`)
+    kBackend,   // the backend's connection changed (`connected`); the last-known state stays
+  };
   Kind kind = Kind::kUpsert;
-  std::string id;         // node name (unique per cluster)
+  std::string id;         // node name (unique per cluster); empty for kPolicy / kBackend
   NodeEndpoint endpoint;  // kUpsert: where to send requests
   routing::NodeUpdate update;
   routing::UpdateSource source = routing::UpdateSource::kStatic;
+  std::vector<Digest> confirmed;  // kPrefixes
+  std::vector<Digest> removed;    // kPrefixes
+  // kPolicy: [router] policy, routing and admission to apply (the rest is ignored, as on SIGHUP).
+  std::shared_ptr<const config::RouterConfig> policy;
+  std::string policy_origin;  // kPolicy: where it came from, for the log ("etcd revision 42")
+  bool connected = true;      // kBackend
 };
+
+const char* to_string(NodeEvent::Kind k);
 
 using NodeSink = std::function<void(const NodeEvent&)>;
 

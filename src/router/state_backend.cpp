@@ -1,0 +1,90 @@
+#include "router/state_backend.h"
+
+#include "router/policy_config.h"
+#include "state/etcd_store.h"
+
+namespace cgn::router {
+
+Result<std::unique_ptr<state::StateStore>, GatewayError> make_state_store(
+    const config::CognitoraConfig& cfg, std::chrono::milliseconds poll_interval) {
+  const std::string& backend = cfg.router.state_backend;
+  if (backend == "static") {
+    return make_static_store(cfg.router, poll_interval);
+  }
+  if (backend == "etcd") {
+    if (!cfg.router.nodes.empty()) {
+      return make_error(GatewayError::kConfig,
+                        "state_backend \"etcd\" takes its nodes from etcd; remove the [[router.nodes]] "
+                        "entries (or --node flags)");
+    }
+    state::EtcdStoreOptions o;
+    o.endpoints = cfg.state.etcd.endpoints;
+    o.root = cfg.state.etcd.prefix;
+    o.base = cfg.router;
+    auto store = state::EtcdStore::create(std::move(o));
+    if (!store) {
+      return make_error(GatewayError::kConfig, store.error().message);
+    }
+    return std::unique_ptr<state::StateStore>(std::move(*store));
+  }
+  return make_error(
+      GatewayError::kConfig,
+      "state_backend \"" + backend + "\" is not available in this cgn-router; use \"static\" or \"etcd\"");
+}
+
+bool Gateway::apply_state_event(const state::NodeEvent& ev) {
+  const std::string backend(store_ ? store_->backend() : "none");
+  metrics_.registry()
+      .counter("cgn_router_state_events_total",
+               "Node, prefix, policy and connection events applied from the state backend.",
+               {"backend", "kind"})
+      .with({backend, state::to_string(ev.kind)})
+      .inc();
+  switch (ev.kind) {
+    case state::NodeEvent::Kind::kUpsert:
+    case state::NodeEvent::Kind::kRemove:
+      return false;
+    case state::NodeEvent::Kind::kPrefixes: {
+      std::lock_guard lock(core_mu_);
+      const routing::NodeIndex idx = core_.find_node(ev.id);
+      if (idx == routing::kNoNode) {
+        return true;
+      }
+      if (!ev.removed.empty()) {
+        core_.remove_prefixes(idx, ev.removed);
+      }
+      if (!ev.confirmed.empty()) {
+        core_.confirm_prefixes(idx, ev.confirmed);
+      }
+      return true;
+    }
+    case state::NodeEvent::Kind::kPolicy: {
+      if (!ev.policy) {
+        return true;
+      }
+      const auto next = policy_from_config(*ev.policy);
+      std::string change;
+      {
+        std::lock_guard lock(core_mu_);
+        change = describe_policy_change(core_.policy(), next);
+        core_.set_policy(next);
+        core_.set_index_config(index_from_config(*ev.policy));
+      }
+      admission_.set_config(ev.policy->admission);
+      CGN_LOG_INFO(log::get("router"), "routing policy applied from the state backend",
+                   log::kv("origin", ev.policy_origin),
+                   log::kv("changes", change.empty() ? std::string("none") : change));
+      return true;
+    }
+    case state::NodeEvent::Kind::kBackend:
+      metrics_.registry()
+          .gauge("cgn_router_state_backend_up",
+                 "1 while the router reaches its state backend (etcd), else 0.", {"backend"})
+          .with({backend})
+          .set(ev.connected ? 1 : 0);
+      return true;
+  }
+  return true;
+}
+
+}  // namespace cgn::router

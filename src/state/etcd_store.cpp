@@ -1,0 +1,355 @@
+#include "state/etcd_store.h"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "state/etcd/etcd_client.h"
+#include "state/etcd/keys.h"
+#include "state/etcd/prefix_mirror.h"
+
+namespace cgn::state {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// The part of a record's address the router dials: "host:port" or a full URL.
+Result<NodeEndpoint, StateError> endpoint_of(const std::string& address) {
+  if (address.starts_with("http://") || address.starts_with("https://")) {
+    return parse_node_url(address);
+  }
+  return parse_node_url("http://" + address);
+}
+
+}  // namespace
+
+Result<config::RouterConfig, StateError> parse_policy_value(std::string_view text,
+                                                            const std::string& origin) {
+  auto cfg = config::load_config_from_string(text, origin);
+  if (!cfg) {
+    return make_error(StateError::kConfig, cfg.error().message);
+  }
+  return std::move(cfg->router);
+}
+
+bool cordon_value(std::string_view value) {
+  std::string v(trim(value));
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  return !(v == "false" || v == "0" || v == "no" || v == "off");
+}
+
+EtcdStateView::EtcdStateView(std::string root, config::RouterConfig base, NodeSink sink)
+    : root_(std::move(root)),
+      base_(std::move(base)),
+      sink_(std::move(sink)),
+      log_(log::get("state")),
+      changes_(log_) {
+  while (root_.size() > 1 && root_.back() == '/') {
+    root_.pop_back();
+  }
+  root_ += '/';
+}
+
+size_t EtcdStateView::prefixes(std::string_view node) const {
+  auto it = kv_.find(node);
+  return it == kv_.end() ? 0 : it->second.size();
+}
+
+bool EtcdStateView::cordoned(std::string_view node) const {
+  auto it = cordon_.find(node);
+  return it != cordon_.end() && it->second;
+}
+
+bool EtcdStateView::is_cordoned(const std::string& id) const {
+  auto it = nodes_.find(id);
+  return cordoned(id) || (it != nodes_.end() && it->second.record.cordon);
+}
+
+void EtcdStateView::reject(std::string_view key, std::string_view why) {
+  ++rejected_;
+  CGN_LOG_WARN(log_, "etcd value ignored; keeping the last good one", log::kv("key", key),
+               log::kv("error", why));
+}
+
+void EtcdStateView::emit_upsert(const std::string& id, const Node& n) {
+  NodeEvent ev;
+  ev.kind = NodeEvent::Kind::kUpsert;
+  ev.id = id;
+  ev.endpoint = n.endpoint;
+  ev.update = agent::to_node_update(n.record);
+  ev.update.cordoned = is_cordoned(id);
+  ev.source = routing::UpdateSource::kEtcd;
+  sink_(ev);
+}
+
+void EtcdStateView::put(std::string_view key, std::string_view value, int64_t mod_revision) {
+  if (!key.starts_with(root_)) {
+    return;
+  }
+  const std::string_view rel = key.substr(root_.size());
+  if (rel == "policy") {
+    const std::string origin = std::string(key) + " (etcd revision " + std::to_string(mod_revision) + ")";
+    auto cfg = parse_policy_value(value, origin);
+    if (!cfg) {
+      reject(key, cfg.error().message);
+      return;
+    }
+    NodeEvent ev;
+    ev.kind = NodeEvent::Kind::kPolicy;
+    ev.policy = std::make_shared<const config::RouterConfig>(std::move(*cfg));
+    ev.policy_origin = origin;
+    sink_(ev);
+    return;
+  }
+  if (auto id = etcd::keys::node_of(key, root_ + "nodes/")) {
+    auto rec = agent::parse_node_record(value);
+    if (!rec) {
+      reject(key, rec.error().message);
+      return;
+    }
+    if (rec->node_id != *id) {
+      reject(key, "record's node_id \"" + rec->node_id + "\" differs from the key's");
+      return;
+    }
+    auto ep = endpoint_of(rec->address);
+    if (!ep) {
+      reject(key, ep.error().message);
+      return;
+    }
+    auto it = nodes_.find(*id);
+    const bool is_new = it == nodes_.end();
+    const bool epoch_changed = !is_new && it->second.record.kv_epoch != rec->kv_epoch;
+    Node& n = nodes_[*id];
+    n.record = std::move(*rec);
+    n.endpoint = std::move(*ep);
+    n.mod_revision = mod_revision;
+    emit_upsert(*id, n);
+    // A new node: every digest already mirrored for it. A new epoch: the core dropped the node's
+    // entries; digests written after this record belong to the new epoch.
+    if (is_new || epoch_changed) {
+      NodeEvent pe;
+      pe.kind = NodeEvent::Kind::kPrefixes;
+      pe.id = *id;
+      pe.source = routing::UpdateSource::kEtcd;
+      if (auto kv = kv_.find(*id); kv != kv_.end()) {
+        for (const auto& [d, rev] : kv->second) {
+          if (is_new || rev > mod_revision) {
+            pe.confirmed.push_back(d);
+          }
+        }
+      }
+      if (!pe.confirmed.empty()) {
+        sink_(pe);
+      }
+      if (epoch_changed) {
+        CGN_LOG_INFO(log_, "node kv_epoch changed; its prefixes were dropped", log::kv("node", *id),
+                     log::kv("kv_epoch", n.record.kv_epoch));
+      }
+    }
+    return;
+  }
+  if (auto id = etcd::keys::node_of(key, root_ + "cordon/")) {
+    const bool before = is_cordoned(*id);
+    cordon_[*id] = cordon_value(value);
+    const bool after = is_cordoned(*id);
+    changes_.update("cordon/" + *id, after ? "cordoned" : "uncordoned", spdlog::level::info,
+                    after ? "node cordoned: no new traffic" : "node uncordoned", log::kv("node", *id));
+    if (before != after) {
+      if (auto it = nodes_.find(*id); it != nodes_.end()) {
+        emit_upsert(*id, it->second);
+      }
+    }
+    return;
+  }
+  if (rel.starts_with("kv/")) {
+    auto parsed = etcd::keys::parse_kv_key(std::string(etcd::keys::kKvPrefix) + std::string(rel.substr(3)));
+    if (!parsed) {
+      reject(key, "not a /kv/<node>/<64 hex digits> key");
+      return;
+    }
+    auto& held = kv_[parsed->first];
+    const bool fresh = held.find(parsed->second) == held.end();
+    held[parsed->second] = mod_revision;
+    if (fresh && nodes_.contains(parsed->first)) {
+      NodeEvent ev;
+      ev.kind = NodeEvent::Kind::kPrefixes;
+      ev.id = parsed->first;
+      ev.source = routing::UpdateSource::kEtcd;
+      ev.confirmed.push_back(parsed->second);
+      sink_(ev);
+    }
+    return;
+  }
+}
+
+void EtcdStateView::del(std::string_view key, int64_t revision) {
+  if (!key.starts_with(root_)) {
+    return;
+  }
+  const std::string_view rel = key.substr(root_.size());
+  if (rel == "policy") {
+    NodeEvent ev;
+    ev.kind = NodeEvent::Kind::kPolicy;
+    ev.policy = std::make_shared<const config::RouterConfig>(base_);
+    ev.policy_origin = std::string(key) + " deleted (etcd revision " + std::to_string(revision) +
+                       "): the router's own configuration";
+    sink_(ev);
+    return;
+  }
+  if (auto id = etcd::keys::node_of(key, root_ + "nodes/")) {
+    if (nodes_.erase(*id) > 0) {
+      NodeEvent ev;
+      ev.kind = NodeEvent::Kind::kRemove;
+      ev.id = *id;
+      ev.source = routing::UpdateSource::kEtcd;
+      sink_(ev);
+    }
+    return;
+  }
+  if (auto id = etcd::keys::node_of(key, root_ + "cordon/")) {
+    const bool before = is_cordoned(*id);
+    cordon_.erase(*id);
+    const bool after = is_cordoned(*id);
+    changes_.update("cordon/" + *id, after ? "cordoned" : "uncordoned", spdlog::level::info,
+                    after ? "node cordoned: no new traffic" : "node uncordoned", log::kv("node", *id));
+    if (before != after) {
+      if (auto it = nodes_.find(*id); it != nodes_.end()) {
+        emit_upsert(*id, it->second);
+      }
+    }
+    return;
+  }
+  if (rel.starts_with("kv/")) {
+    auto parsed = etcd::keys::parse_kv_key(std::string(etcd::keys::kKvPrefix) + std::string(rel.substr(3)));
+    if (!parsed) {
+      return;
+    }
+    auto it = kv_.find(parsed->first);
+    if (it == kv_.end() || it->second.erase(parsed->second) == 0) {
+      return;
+    }
+    if (it->second.empty()) {
+      kv_.erase(it);
+    }
+    if (nodes_.contains(parsed->first)) {
+      NodeEvent ev;
+      ev.kind = NodeEvent::Kind::kPrefixes;
+      ev.id = parsed->first;
+      ev.source = routing::UpdateSource::kEtcd;
+      ev.removed.push_back(parsed->second);
+      sink_(ev);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+EtcdStore::EtcdStore(EtcdStoreOptions options) : options_(std::move(options)) {}
+
+Result<std::unique_ptr<EtcdStore>, StateError> EtcdStore::create(EtcdStoreOptions options) {
+  if (options.endpoints.empty()) {
+    return make_error(StateError::kConfig,
+                      "state_backend \"etcd\" needs at least one endpoint ([state.etcd] endpoints)");
+  }
+  if (!options.root.starts_with('/')) {
+    return make_error(StateError::kConfig,
+                      "[state.etcd] prefix must start with '/', got \"" + options.root + "\"");
+  }
+  std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(options)));
+  etcd::EtcdClientOptions co;
+  co.endpoints = store->options_.endpoints;
+  EtcdStore* self = store.get();
+  co.on_reachability_change = [self](bool reachable) {
+    self->connected_.store(reachable, std::memory_order_relaxed);
+    std::lock_guard lock(self->sink_mu_);
+    if (self->stopping_.load() || !self->sink_) {
+      return;
+    }
+    NodeEvent ev;
+    ev.kind = NodeEvent::Kind::kBackend;
+    ev.connected = reachable;
+    self->sink_(ev);
+  };
+  auto client = etcd::EtcdClient::create(std::move(co));
+  if (!client) {
+    return make_error(StateError::kConfig, "etcd: " + client.error().message);
+  }
+  store->client_ = std::move(*client);
+  return store;
+}
+
+EtcdStore::~EtcdStore() {
+  stop();
+  client_.reset();
+}
+
+Status<StateError> EtcdStore::start(NodeSink sink) {
+  if (started_) {
+    return make_error(StateError::kStart, "etcd store already started");
+  }
+  started_ = true;
+  {
+    std::lock_guard lock(sink_mu_);
+    sink_ = std::move(sink);
+    view_ = std::make_unique<EtcdStateView>(options_.root, options_.base, sink_);
+  }
+  std::string root = options_.root;
+  while (root.size() > 1 && root.back() == '/') {
+    root.pop_back();
+  }
+  etcd::MirrorCallbacks cb;
+  cb.on_put = [this](const etcd::KeyValue& kv) {
+    std::lock_guard lock(sink_mu_);
+    if (!stopping_.load()) {
+      view_->put(kv.key, kv.value, kv.mod_revision);
+    }
+  };
+  cb.on_delete = [this](const std::string& key, int64_t revision) {
+    std::lock_guard lock(sink_mu_);
+    if (!stopping_.load()) {
+      view_->del(key, revision);
+    }
+  };
+  auto log = log::get("state");
+  cb.on_reset = [log](int64_t revision) {
+    CGN_LOG_INFO(log, "etcd state loaded", log::kv("revision", revision));
+  };
+  {
+    // The connection state as known now (metrics start with a value); changes follow.
+    std::lock_guard lock(sink_mu_);
+    NodeEvent ev;
+    ev.kind = NodeEvent::Kind::kBackend;
+    ev.connected = client_->reachable();
+    sink_(ev);
+  }
+  mirror_ = std::make_unique<etcd::PrefixMirror>(client_, root + "/", std::move(cb));
+  CGN_LOG_INFO(log, "watching etcd", log::kv("prefix", root + "/"),
+               log::kv("endpoints", fmt::format("{}", fmt::join(options_.endpoints, ","))));
+  return Ok{};
+}
+
+void EtcdStore::stop() {
+  {
+    std::lock_guard lock(sink_mu_);
+    stopping_.store(true);
+  }
+  if (mirror_) {
+    mirror_->stop();
+    mirror_.reset();
+  }
+}
+
+bool EtcdStore::synced() const {
+  return mirror_ && mirror_->synced();
+}
+
+}  // namespace cgn::state
