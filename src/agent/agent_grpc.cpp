@@ -251,7 +251,7 @@ Result<AgentHealth, RecordError> from_proto(const pb::HealthResponse& in, const 
 
 class AgentGrpcServer::Service final : public pb::Agent::Service {
  public:
-  explicit Service(HealthSource source) : source_(std::move(source)) {}
+  explicit Service(AgentHealthSource source) : source_(std::move(source)) {}
 
   grpc::Status Health(grpc::ServerContext* /*ctx*/, const pb::HealthRequest* /*req*/,
                       pb::HealthResponse* resp) override {
@@ -260,11 +260,11 @@ class AgentGrpcServer::Service final : public pb::Agent::Service {
   }
 
  private:
-  HealthSource source_;
+  AgentHealthSource source_;
 };
 
 Result<std::unique_ptr<AgentGrpcServer>, GrpcError> AgentGrpcServer::start(const std::string& listen,
-                                                                           HealthSource source) {
+                                                                           AgentHealthSource source) {
   std::unique_ptr<AgentGrpcServer> s(new AgentGrpcServer());
   s->service_ = std::make_unique<Service>(std::move(source));
   grpc::ServerBuilder b;

@@ -61,13 +61,13 @@ enum class GrpcError : uint8_t {
 
 std::string_view to_string(GrpcError e);
 
-using HealthSource = std::function<AgentHealth()>;
+using AgentHealthSource = std::function<AgentHealth()>;
 
 class AgentGrpcServer {
  public:
   // Binds `listen` ("host:port"; port 0 = any free port, see port()) and starts serving.
   static Result<std::unique_ptr<AgentGrpcServer>, GrpcError> start(const std::string& listen,
-                                                                   HealthSource source);
+                                                                   AgentHealthSource source);
   ~AgentGrpcServer();
   AgentGrpcServer(const AgentGrpcServer&) = delete;
   AgentGrpcServer& operator=(const AgentGrpcServer&) = delete;

@@ -51,7 +51,7 @@ TEST(AgentMain, print_command_shows_the_drivers_line_with_env) {
       p.log().find(
           "CUDA_VISIBLE_DEVICES=0,1 HIP_VISIBLE_DEVICES=0,1 VLLM_NIXL_SIDE_CHANNEL_PORT=5559 vllm serve "
           "Qwen/Qwen3-8B --port 8100 --served-model-name Qwen/Qwen3-8B --tensor-parallel-size 2 "
-          "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}'"),
+          "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"),
       std::string::npos)
       << p.log();
 }

@@ -41,13 +41,13 @@ std::string render_command(const LaunchCommand& command) {
 Result<AgentSetup, OptionsError> parse_agent_options(int argc, const char* const* argv) {
   AgentSetup s;
   CLI::App app{"cgn-agent: runs one inference engine and publishes its node record"};
-  std::string role = "both";
+  std::string role;
   std::string kv_offload;
   uint32_t side_port = 0;
   app.add_option("--config", s.config_path, "cognitora.toml ([agent] and [engine])")->required();
   app.add_option("--driver", s.driver,
                  "engine driver (default: [engine] kind); \"external\" attaches to a running engine");
-  app.add_option("--role", role, "prefill, decode or both (default both)");
+  app.add_option("--role", role, "prefill, decode or both (default: [engine] role)");
   app.add_option(
       "--kv-offload", kv_offload,
       "none, nixl, lmcache, hicache, kvbm, cgn (default: none, or cgn when [engine] kv_offload = true)");
@@ -55,7 +55,13 @@ Result<AgentSetup, OptionsError> parse_agent_options(int argc, const char* const
                  "external only: the engine whose health/metrics to use");
   app.add_option("--nixl-side-channel-host", s.launch.nixl_side_channel_host, "VLLM_NIXL_SIDE_CHANNEL_HOST");
   app.add_option("--nixl-side-channel-port", side_port, "VLLM_NIXL_SIDE_CHANNEL_PORT");
-  app.add_option("--parallel-slots", s.launch.parallel_slots, "llama.cpp -np (default 4)");
+  app.add_option("--parallel-slots", s.launch.parallel_slots,
+                 "llama.cpp --parallel (default: [engine] parallel_slots, 4)");
+  std::string grpc_listen;
+  app.add_option("--grpc-listen", grpc_listen,
+                 "HOST:PORT of the gRPC service Agent (default: [agent] grpc_listen; port 0: any free port)");
+  app.add_option("--grpc-port-file", s.grpc_port_file,
+                 "write the bound gRPC port here once serving (for [agent] grpc_listen port 0)");
   app.add_option("--log-level", s.log_level, "trace, debug, info, warn, error, off");
   app.add_flag("--print-command", s.print_command, "print the engine's command line and exit");
   app.add_flag("--print-record", s.print_record, "probe the GPU, print the node record and exit");
@@ -76,6 +82,16 @@ Result<AgentSetup, OptionsError> parse_agent_options(int argc, const char* const
   if (s.driver.empty()) {
     s.driver = s.config.engine.kind;
   }
+  if (role.empty()) {
+    role = s.config.engine.role;
+  }
+  if (!grpc_listen.empty()) {
+    if (grpc_listen.rfind(':') == std::string::npos) {
+      return make_error(OptionsError::kUsage,
+                        fmt::format("--grpc-listen \"{}\" is not HOST:PORT", grpc_listen));
+    }
+    s.config.agent.grpc_listen = grpc_listen;
+  }
   auto r = routing::parse_node_role(role);
   if (!r) {
     return make_error(OptionsError::kUsage,
@@ -83,7 +99,7 @@ Result<AgentSetup, OptionsError> parse_agent_options(int argc, const char* const
   }
   s.launch.role = *r;
   if (kv_offload.empty()) {
-    s.launch.kv_offload = s.config.engine.kv_offload ? KvOffload::kCgn : KvOffload::kNone;
+    s.launch.kv_offload = parse_kv_offload(s.config.engine.kv_offload).value_or(KvOffload::kNone);
   } else {
     auto k = parse_kv_offload(kv_offload);
     if (!k) {
@@ -97,7 +113,48 @@ Result<AgentSetup, OptionsError> parse_agent_options(int argc, const char* const
   if (side_port > 65535) {
     return make_error(OptionsError::kUsage, "--nixl-side-channel-port must be at most 65535");
   }
-  s.launch.nixl_side_channel_port = static_cast<uint16_t>(side_port);
+  // [engine] keys, unless a flag said otherwise.
+  const auto& eng = s.config.engine;
+  s.launch.nixl_side_channel_port = app.count("--nixl-side-channel-port") != 0
+                                        ? static_cast<uint16_t>(side_port)
+                                        : eng.nixl_side_channel_port;
+  if (app.count("--nixl-side-channel-host") == 0) {
+    s.launch.nixl_side_channel_host = eng.nixl_side_channel_host;
+  }
+  if (app.count("--parallel-slots") == 0) {
+    s.launch.parallel_slots = eng.parallel_slots;
+  }
+  if (app.count("--attach-kind") == 0) {
+    s.launch.attach_kind = eng.attach_kind;
+  }
+  s.launch.pd_transfer_backend = eng.pd_transfer_backend;
+  s.launch.page_size = eng.page_size;
+  if (!eng.url.empty()) {
+    // external: http://HOST:PORT of the running engine (the agent reaches it over plain HTTP).
+    std::string_view rest = eng.url;
+    if (!rest.starts_with("http://")) {
+      return make_error(OptionsError::kConfig, fmt::format("[engine] url \"{}\": only http:// engines can be "
+                                                           "attached",
+                                                           eng.url));
+    }
+    rest.remove_prefix(7);
+    rest = rest.substr(0, rest.find('/'));
+    const size_t colon = rest.rfind(':');
+    unsigned port = 0;
+    bool ok =
+        colon != std::string_view::npos && colon > 0 && colon + 1 < rest.size() && colon + 6 >= rest.size();
+    for (size_t i = colon + 1; ok && i < rest.size(); ++i) {
+      ok = rest[i] >= '0' && rest[i] <= '9';
+      port = port * 10 + static_cast<unsigned>(rest[i] - '0');
+    }
+    if (!ok || port == 0 || port > 65535) {
+      return make_error(
+          OptionsError::kConfig,
+          fmt::format("[engine] url \"{}\" must be http://HOST:PORT with an explicit port", eng.url));
+    }
+    s.launch.engine_host = std::string(rest.substr(0, colon));
+    s.config.engine.port = static_cast<uint16_t>(port);
+  }
   return s;
 }
 

@@ -37,8 +37,10 @@ enum class KvOffload : uint8_t { kNone, kNixl, kLmcache, kHicache, kKvbm, kCgn }
 std::string_view to_string(KvOffload k);
 std::optional<KvOffload> parse_kv_offload(std::string_view s);
 
-// What a driver needs beyond [engine]. Fields here have no [engine] key yet (see docs/agent.md,
-// "Config keys wanted"); the agent fills them from its own flags until core grows the keys.
+// What a driver needs beyond [engine]'s model, port, names, parallelism, extra args and gpus.
+// cgn-agent fills these from [engine] (role, kv_offload, nixl_side_channel_*, parallel_slots,
+// page_size, pd_transfer_backend, attach_kind, url) and lets its flags override them
+// (agent_options.cpp).
 struct LaunchOptions {
   routing::NodeRole role = routing::NodeRole::kBoth;
   KvOffload kv_offload = KvOffload::kNone;
@@ -46,10 +48,17 @@ struct LaunchOptions {
   // prefill or decode, or kv_offload is nixl. 0 / empty: the engine's default (not exported).
   std::string nixl_side_channel_host;
   uint16_t nixl_side_channel_port = 0;
-  // llama.cpp -np (parallel slots).
+  // llama.cpp --parallel (slots).
   uint32_t parallel_slots = 4;
+  // KV transfer between prefill and decode nodes: "nixl" (vLLM's NixlConnector; SGLang) or
+  // "mooncake" (SGLang only).
+  std::string pd_transfer_backend = "nixl";
+  // SGLang --page-size (tokens per KV page); 0: not passed, the engine's default (1).
+  uint32_t page_size = 0;
   // external only: the engine kind whose health and metrics semantics to use ("" = generic).
   std::string attach_kind;
+  // external only: the running engine's host (IPv4 literal); its port is [engine] port.
+  std::string engine_host = "127.0.0.1";
 };
 
 // The process to run. argv[0] is looked up on PATH. env holds only the variables the driver

@@ -76,7 +76,7 @@ std::vector<LaunchCase> launch_cases() {
               "--tensor-parallel-size",
               "1",
               "--kv-transfer-config",
-              R"({"kv_connector":"NixlConnector","kv_role":"kv_producer"})"};
+              R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"};
     c.env = {{"CUDA_VISIBLE_DEVICES", "0"},
              {"HIP_VISIBLE_DEVICES", "0"},
              {"VLLM_NIXL_SIDE_CHANNEL_HOST", "10.0.0.5"},
@@ -97,7 +97,7 @@ std::vector<LaunchCase> launch_cases() {
               "--tensor-parallel-size",
               "1",
               "--kv-transfer-config",
-              R"({"kv_connector":"NixlConnector","kv_role":"kv_consumer"})"};
+              R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"};
     c.env = {{"VLLM_NIXL_SIDE_CHANNEL_PORT", "5659"}};
     cases.push_back(c);
   }
@@ -170,13 +170,44 @@ std::vector<LaunchCase> launch_cases() {
     c.options.parallel_slots = 8;
     c.engine.gpus = {1};
     c.argv = {"llama-server", "-m", "/m/q.gguf", "--port",  "8080",
-              "-np",          "8",  "--metrics", "--alias", "qwen"};
+              "--parallel",   "8",  "--metrics", "--alias", "qwen"};
     c.env = {{"CUDA_VISIBLE_DEVICES", "1"}, {"HIP_VISIBLE_DEVICES", "1"}};
     cases.push_back(c);
   }
   {
     LaunchCase c{"llamacpp_plain", "llamacpp", engine_config("/m/q.gguf", 8080), {}, {}, {}};
-    c.argv = {"llama-server", "-m", "/m/q.gguf", "--port", "8080", "-np", "4", "--metrics"};
+    c.argv = {"llama-server", "-m", "/m/q.gguf", "--port", "8080", "--parallel", "4", "--metrics"};
+    cases.push_back(c);
+  }
+  {
+    LaunchCase c{"sglang_prefill_mooncake_page", "sglang", engine_config("m", 30000), {}, {}, {}};
+    c.options.role = NodeRole::kPrefill;
+    c.options.pd_transfer_backend = "mooncake";
+    c.options.page_size = 64;
+    c.argv = {
+        "python3",     "-m",    "sglang.launch_server",  "--model-path", "m",
+        "--port",      "30000", "--enable-metrics",      "--tp",         "1",
+        "--page-size", "64",    "--disaggregation-mode", "prefill",      "--disaggregation-transfer-backend",
+        "mooncake"};
+    cases.push_back(c);
+  }
+  {
+    LaunchCase c{"sglang_decode_nixl", "sglang", engine_config("m", 30001), {}, {}, {}};
+    c.options.role = NodeRole::kDecode;
+    c.argv = {"python3",
+              "-m",
+              "sglang.launch_server",
+              "--model-path",
+              "m",
+              "--port",
+              "30001",
+              "--enable-metrics",
+              "--tp",
+              "1",
+              "--disaggregation-mode",
+              "decode",
+              "--disaggregation-transfer-backend",
+              "nixl"};
     cases.push_back(c);
   }
   {
@@ -242,6 +273,18 @@ TEST(Driver, rejects_unsupported_combinations_with_named_errors) {
     o.kv_offload = kv;
     return o;
   };
+  auto mooncake = [](NodeRole role) {
+    LaunchOptions o;
+    o.role = role;
+    o.pd_transfer_backend = "mooncake";
+    return o;
+  };
+  auto tcp = [](NodeRole role) {
+    LaunchOptions o;
+    o.role = role;
+    o.pd_transfer_backend = "tcp";
+    return o;
+  };
   auto tp = [](uint32_t t) {
     auto e = engine_config("m", 8000);
     e.tensor_parallel = t;
@@ -261,8 +304,10 @@ TEST(Driver, rejects_unsupported_combinations_with_named_errors) {
        "cgn"},
       {"vllm", engine_config("m", 8000), opts(NodeRole::kPrefill, KvOffload::kLmcache),
        DriverError::kUnsupported, "lmcache"},
-      {"sglang", engine_config("m", 8000), opts(NodeRole::kDecode, KvOffload::kNone),
-       DriverError::kUnsupported, "prefill or decode"},
+      {"vllm", engine_config("m", 8000), mooncake(NodeRole::kPrefill), DriverError::kUnsupported,
+       "vllm: pd_transfer_backend = \"mooncake\""},
+      {"sglang", engine_config("m", 8000), tcp(NodeRole::kDecode), DriverError::kInvalidConfig,
+       "pd_transfer_backend must be nixl or mooncake"},
       {"sglang", engine_config("m", 8000), opts(NodeRole::kBoth, KvOffload::kNixl), DriverError::kUnsupported,
        "sglang: kv_offload = \"nixl\""},
       {"llamacpp", tp(2), {}, DriverError::kUnsupported, "tensor_parallel = 2"},

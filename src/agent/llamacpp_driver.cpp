@@ -1,4 +1,4 @@
-// llama.cpp: `llama-server -m FILE --port N -np K --metrics [--alias X] [extra args]`. /health
+// llama.cpp: `llama-server -m FILE --port N --parallel K --metrics [--alias X] [extra args]`. /health
 // answers 503 {"error":{..."message":"Loading model"...}} while loading, then 200.
 #include "agent/driver.h"
 
@@ -21,7 +21,8 @@ class LlamacppDriver final : public EngineDriver {
       return st.error();
     }
     if (options.parallel_slots == 0) {
-      return make_error(DriverError::kInvalidConfig, "llamacpp: parallel slots (-np) must be at least 1");
+      return make_error(DriverError::kInvalidConfig,
+                        "llamacpp: parallel slots (--parallel) must be at least 1");
     }
     LaunchCommand cmd;
     cmd.argv = {"llama-server",
@@ -29,7 +30,7 @@ class LlamacppDriver final : public EngineDriver {
                 engine.model,
                 "--port",
                 std::to_string(engine.port),
-                "-np",
+                "--parallel",
                 std::to_string(options.parallel_slots),
                 "--metrics"};
     if (!engine.served_name.empty()) {

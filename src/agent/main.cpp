@@ -5,8 +5,11 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <fstream>
 #include <iostream>
 
+#include "agent/agent_grpc.h"
 #include "agent/agent_options.h"
 #include "agent/gpu_identity.h"
 #include "agent/node_agent.h"
@@ -59,6 +62,15 @@ int main(int argc, char** argv) {
   agent::NodeAgentOptions o;
   o.engine = engine;
   o.launch = setup->launch;
+  {
+    const auto& t = setup->config.agent;
+    o.scrape_interval = std::chrono::milliseconds(t.scrape_interval_ms);
+    o.supervisor.probe_interval = std::chrono::milliseconds(t.probe_interval_ms);
+    o.supervisor.backoff_initial = std::chrono::milliseconds(t.restart_backoff_initial_ms);
+    o.supervisor.backoff_max = std::chrono::milliseconds(t.restart_backoff_max_ms);
+    o.supervisor.stop_grace = std::chrono::milliseconds(t.stop_grace_ms);
+    o.supervisor.host = setup->launch.engine_host;
+  }
   auto& base = o.base;
   base.node_id = setup->config.agent.node_id.empty() ? host_name() : setup->config.agent.node_id;
   base.address = setup->config.agent.listen;
@@ -95,6 +107,32 @@ int main(int argc, char** argv) {
   if (!node) {
     std::cerr << "cgn-agent: " << node.error().message << "\n";
     return 2;
+  }
+  // gRPC service Agent (Health), on its own threads; stopped before the node (declared after it).
+  agent::NodeAgent* health_node = node->get();
+  auto grpc_server = agent::AgentGrpcServer::start(setup->config.agent.grpc_listen, [health_node] {
+    return agent::AgentHealth{health_node->record(), health_node->supervisor().state(),
+                              health_node->supervisor().starts()};
+  });
+  const bool grpc_default = setup->config.agent.grpc_listen == config::AgentConfig{}.grpc_listen;
+  if (!grpc_server && !grpc_default) {
+    std::cerr << "cgn-agent: [agent] grpc_listen: " << grpc_server.error().message << "\n";
+    return 2;
+  }
+  if (!grpc_server) {
+    // Only the default address: serve without Health rather than not at all (docs/agent.md).
+    CGN_LOG_WARN(logger, "gRPC Agent service not started", log::kv("reason", grpc_server.error().message));
+  } else {
+    CGN_LOG_INFO(logger, "gRPC Agent service", log::kv("listen", setup->config.agent.grpc_listen),
+                 log::kv("port", (*grpc_server)->port()));
+  }
+  if (grpc_server && !setup->grpc_port_file.empty()) {
+    const std::string tmp = setup->grpc_port_file + ".tmp";
+    std::ofstream(tmp) << (*grpc_server)->port() << "\n";
+    if (std::rename(tmp.c_str(), setup->grpc_port_file.c_str()) != 0) {
+      std::cerr << "cgn-agent: cannot write " << setup->grpc_port_file << "\n";
+      return 2;
+    }
   }
   CGN_LOG_INFO(logger, "starting engine", log::kv("driver", setup->driver),
                log::kv("command", agent::render_command((*node)->command())));

@@ -72,7 +72,8 @@ Result<std::unique_ptr<NodeAgent>, DriverError> NodeAgent::create(const EngineDr
     options.supervisor.port = options.engine.port;
   }
   if (options.mapper.sglang_page_size <= 1) {
-    options.mapper.sglang_page_size = sglang_page_size(options.engine.extra_args);
+    // The whole command line: --page-size comes from [engine] page_size or from extra_args.
+    options.mapper.sglang_page_size = sglang_page_size(command->argv);
   }
   if (options.mapper.model.empty()) {
     options.mapper.model = detail::served_name_or_model(options.engine);

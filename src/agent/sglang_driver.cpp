@@ -1,6 +1,9 @@
 // SGLang: `python3 -m sglang.launch_server --model-path M --port N --enable-metrics --tp T
-// [--served-model-name X] [--enable-hierarchical-cache] [extra args]`. Metrics are off without
-// --enable-metrics, so the driver always passes it.
+// [--served-model-name X] [--page-size P] [--disaggregation-mode prefill|decode
+// --disaggregation-transfer-backend nixl|mooncake] [--enable-hierarchical-cache] [extra args]`.
+// Metrics are off without --enable-metrics, so the driver always passes it. SGLang's PD mode
+// pairs prefill and decode through bootstrap rooms sent to both at once (engine-interfaces.md
+// §3), not vLLM's P-then-D flow the router speaks: the line is right for SGLang's own router.
 #include "agent/driver.h"
 
 namespace cgn::agent {
@@ -15,10 +18,10 @@ class SglangDriver final : public EngineDriver {
     if (auto st = detail::check_common(engine, name()); !st) {
       return st.error();
     }
-    if (options.role != routing::NodeRole::kBoth) {
-      // SGLang's PD mode (--disaggregation-mode, bootstrap rooms) is a different protocol from
-      // the vLLM NixlConnector flow the router speaks.
-      return detail::unsupported(name(), "a prefill or decode role (SGLang PD disaggregation)");
+    if (options.pd_transfer_backend != "nixl" && options.pd_transfer_backend != "mooncake") {
+      return make_error(DriverError::kInvalidConfig,
+                        "sglang: pd_transfer_backend must be nixl or mooncake, not \"" +
+                            options.pd_transfer_backend + "\"");
     }
     LaunchCommand cmd;
     cmd.argv = {"python3",
@@ -34,6 +37,16 @@ class SglangDriver final : public EngineDriver {
     if (!engine.served_name.empty()) {
       cmd.argv.push_back("--served-model-name");
       cmd.argv.push_back(engine.served_name);
+    }
+    if (options.page_size != 0) {
+      cmd.argv.push_back("--page-size");
+      cmd.argv.push_back(std::to_string(options.page_size));
+    }
+    if (options.role != routing::NodeRole::kBoth) {
+      cmd.argv.push_back("--disaggregation-mode");
+      cmd.argv.push_back(options.role == routing::NodeRole::kPrefill ? "prefill" : "decode");
+      cmd.argv.push_back("--disaggregation-transfer-backend");
+      cmd.argv.push_back(options.pd_transfer_backend);
     }
     switch (options.kv_offload) {
       case KvOffload::kNone:

@@ -172,7 +172,7 @@ TEST(Supervisor, llamacpp_loading_503_is_loading_not_unhealthy) {
   EXPECT_EQ(rec.count(EngineState::kUnhealthy), 0u);
   cgn::testing::write_file(loaded, "");
   ASSERT_TRUE(wait_until([&] { return sup.state() == EngineState::kReady; }, 10s));
-  EXPECT_TRUE(rec.saw_line("-np 4 --metrics"));
+  EXPECT_TRUE(rec.saw_line("--parallel 4 --metrics"));
 }
 
 TEST(Supervisor, failing_health_after_ready_reports_unhealthy_once_then_ready_again) {

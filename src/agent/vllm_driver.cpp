@@ -1,25 +1,15 @@
 // vLLM: `vllm serve MODEL --port N --served-model-name X --tensor-parallel-size T
-// [--kv-transfer-config JSON] [extra args]`. Disaggregated roles use the NixlConnector with
-// kv_role kv_producer (prefill), kv_consumer (decode) or kv_both (kv_offload = nixl on a "both"
-// node), and the side-channel variables from engine-interfaces.md §2.
+// [--kv-transfer-config JSON] [extra args]`. Prefill, decode (and kv_offload = nixl) nodes run the
+// NixlConnector with kv_role kv_both, as vLLM's own P/D launch lines do for both sides
+// (tests/v1/kv_connector/nixl_integration/run_accuracy_test.sh, engine-interfaces.md §2): which
+// side a request plays is decided per request by its kv_transfer_params, not by kv_role. The
+// side-channel variables VLLM_NIXL_SIDE_CHANNEL_HOST/PORT are exported when configured.
 #include <fmt/format.h>
 
 #include "agent/driver.h"
 
 namespace cgn::agent {
 namespace {
-
-std::string_view nixl_kv_role(routing::NodeRole role) {
-  switch (role) {
-    case routing::NodeRole::kPrefill:
-      return "kv_producer";
-    case routing::NodeRole::kDecode:
-      return "kv_consumer";
-    case routing::NodeRole::kBoth:
-      return "kv_both";
-  }
-  return "kv_both";
-}
 
 class VllmDriver final : public EngineDriver {
  public:
@@ -46,8 +36,12 @@ class VllmDriver final : public EngineDriver {
       case KvOffload::kNone:
       case KvOffload::kNixl:
         if (disaggregated || options.kv_offload == KvOffload::kNixl) {
-          kv_transfer =
-              fmt::format(R"({{"kv_connector":"NixlConnector","kv_role":"{}"}})", nixl_kv_role(options.role));
+          if (options.pd_transfer_backend != "nixl") {
+            return detail::unsupported(name(), fmt::format("pd_transfer_backend = \"{}\" (the router speaks "
+                                                           "vLLM's NixlConnector flow; use nixl)",
+                                                           options.pd_transfer_backend));
+          }
+          kv_transfer = R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})";
           if (!options.nixl_side_channel_host.empty()) {
             cmd.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = options.nixl_side_channel_host;
           }

@@ -170,6 +170,17 @@ void read_agent(TableReader& r, AgentConfig& c) {
   }
   r.get_host_port("listen", c.listen);
   r.get("watt_limit", c.watt_limit, {0.0, 1e6});
+  r.get_host_port("grpc_listen", c.grpc_listen);
+  r.get("scrape_interval_ms", c.scrape_interval_ms, {50, 600000});
+  r.get("probe_interval_ms", c.probe_interval_ms, {10, 60000});
+  r.get("restart_backoff_initial_ms", c.restart_backoff_initial_ms, {10, 3600000});
+  r.get("restart_backoff_max_ms", c.restart_backoff_max_ms, {10, 3600000});
+  r.get("stop_grace_ms", c.stop_grace_ms, {0, 600000});
+  if (c.restart_backoff_initial_ms > c.restart_backoff_max_ms) {
+    r.fail("restart_backoff_initial_ms", ConfigError::bad_value,
+           fmt::format("{} is above restart_backoff_max_ms ({})", c.restart_backoff_initial_ms,
+                       c.restart_backoff_max_ms));
+  }
   r.get_one_of("state_backend", c.state_backend, kStateBackends);
   r.get("publish_interval_ms", c.publish_interval_ms, {10, 60000});
   r.get("max_published_prefixes", c.max_published_prefixes, {0, 4096});
@@ -183,8 +194,25 @@ void read_engine(TableReader& r, EngineConfig& c) {
   r.get("served_name", c.served_name);
   r.get("tensor_parallel", c.tensor_parallel, {1, 64});
   r.get("extra_args", c.extra_args);
-  r.get("kv_offload", c.kv_offload);
+  if (r.holds_bool("kv_offload")) {
+    bool on = false;
+    r.get("kv_offload", on);
+    c.kv_offload = on ? "cgn" : "none";
+  } else {
+    r.get_one_of("kv_offload", c.kv_offload, kKvOffloads);
+  }
   r.get("gpus", c.gpus, {0, 1023});
+  r.get_one_of("role", c.role, kNodeRoles);
+  if (r.get_url("url", c.url) && c.kind != "external") {
+    r.fail("url", ConfigError::bad_value,
+           "is only for kind = \"external\" (a spawned engine listens on port)");
+  }
+  r.get_one_of("attach_kind", c.attach_kind, kAttachKinds);
+  r.get_one_of("pd_transfer_backend", c.pd_transfer_backend, kPdTransferBackends);
+  r.get("nixl_side_channel_host", c.nixl_side_channel_host);
+  r.get("nixl_side_channel_port", c.nixl_side_channel_port, {0, 65535});
+  r.get("parallel_slots", c.parallel_slots, {1, 1024});
+  r.get("page_size", c.page_size, {0, 65536});
 }
 
 toml::array to_array(const std::vector<std::string>& v) {
@@ -373,7 +401,20 @@ std::string dump_config(const CognitoraConfig& c) {
                      {"tensor_parallel", c.engine.tensor_parallel},
                      {"extra_args", to_array(c.engine.extra_args)},
                      {"kv_offload", c.engine.kv_offload},
-                     {"gpus", std::move(gpus)}};
+                     {"gpus", std::move(gpus)},
+                     {"role", c.engine.role},
+                     {"pd_transfer_backend", c.engine.pd_transfer_backend},
+                     {"nixl_side_channel_host", c.engine.nixl_side_channel_host},
+                     {"nixl_side_channel_port", c.engine.nixl_side_channel_port},
+                     {"parallel_slots", c.engine.parallel_slots},
+                     {"page_size", c.engine.page_size}};
+  // Only meaningful (and only valid) for kind = "external".
+  if (!c.engine.url.empty()) {
+    engine.insert("url", c.engine.url);
+  }
+  if (!c.engine.attach_kind.empty()) {
+    engine.insert("attach_kind", c.engine.attach_kind);
+  }
   toml::table root{{"log", toml::table{{"level", c.log.level}, {"file", c.log.file}}},
                    {"router", std::move(router)},
                    {"state", std::move(state)},
@@ -383,7 +424,13 @@ std::string dump_config(const CognitoraConfig& c) {
                                          {"state_backend", c.agent.state_backend},
                                          {"publish_interval_ms", c.agent.publish_interval_ms},
                                          {"max_published_prefixes", c.agent.max_published_prefixes},
-                                         {"engine_metrics", c.agent.engine_metrics}}},
+                                         {"engine_metrics", c.agent.engine_metrics},
+                                         {"grpc_listen", c.agent.grpc_listen},
+                                         {"scrape_interval_ms", c.agent.scrape_interval_ms},
+                                         {"probe_interval_ms", c.agent.probe_interval_ms},
+                                         {"restart_backoff_initial_ms", c.agent.restart_backoff_initial_ms},
+                                         {"restart_backoff_max_ms", c.agent.restart_backoff_max_ms},
+                                         {"stop_grace_ms", c.agent.stop_grace_ms}}},
                    {"engine", std::move(engine)}};
   std::ostringstream out;
   out << toml::toml_formatter{root};

@@ -142,23 +142,41 @@ struct StateConfig {
 struct AgentConfig {
   std::string node_id;  // empty: the host name
   std::string listen = "0.0.0.0:9090";
-  double watt_limit = 0.0;  // soft limit in watts; 0: none
-  std::string state_backend = "static";  // static (router polls Health) | etcd (publish) | gossip
-  uint32_t publish_interval_ms = 250;    // etcd: at most one KV-prefix txn per interval
-  uint32_t max_published_prefixes = 4096;  // etcd: cap on live KV prefix keys (also capacity-bound)
-  bool engine_metrics = true;              // /metrics also relays the engine's own exposition
+  double watt_limit = 0.0;                     // soft limit in watts; 0: none
+  std::string grpc_listen = "0.0.0.0:9091";    // gRPC service Agent (Health); port 0: any free port
+  uint32_t scrape_interval_ms = 2000;          // engine /metrics scrape period
+  uint32_t probe_interval_ms = 500;            // engine health probe period while not ready
+  uint32_t restart_backoff_initial_ms = 1000;  // first restart delay; doubles per crash
+  uint32_t restart_backoff_max_ms = 60000;     // cap on the restart delay
+  uint32_t stop_grace_ms = 15000;              // SIGTERM to the engine, then SIGKILL after this
+  std::string state_backend = "static";        // static (router polls Health) | etcd (publish) | gossip
+  uint32_t publish_interval_ms = 250;          // etcd: at most one KV-prefix txn per interval
+  uint32_t max_published_prefixes = 4096;      // etcd: cap on live KV prefix keys (also capacity-bound)
+  bool engine_metrics = true;                  // /metrics also relays the engine's own exposition
 };
 
 // [engine]
 struct EngineConfig {
-  std::string kind = "vllm";  // vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim
+  std::string kind = "vllm";  // vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim|external
   std::string model;
   uint16_t port = 8000;
   std::string served_name;  // empty: same as model
   uint32_t tensor_parallel = 1;
   std::vector<std::string> extra_args;
-  bool kv_offload = false;     // offload KV blocks into this node's cgn-kvcached
+  // none|nixl|lmcache|hicache|kvbm|cgn (docs/agent.md: what each driver does with it). The older
+  // boolean form is still read: false = "none", true = "cgn".
+  std::string kv_offload = "none";
   std::vector<uint32_t> gpus;  // device indices; empty: all visible
+  std::string role = "both";   // prefill|decode|both: this node's part in disaggregated serving
+  // external: base URL of the engine someone else runs (http://HOST:PORT); nothing is spawned.
+  // Empty: http://127.0.0.1:[engine] port.
+  std::string url;
+  std::string attach_kind;                   // external: whose health/metrics to use; "" = generic
+  std::string pd_transfer_backend = "nixl";  // prefill/decode KV transfer: nixl|mooncake (SGLang)
+  std::string nixl_side_channel_host;        // vLLM VLLM_NIXL_SIDE_CHANNEL_HOST; "" = engine default
+  uint16_t nixl_side_channel_port = 0;       // vLLM VLLM_NIXL_SIDE_CHANNEL_PORT; 0 = engine default
+  uint32_t parallel_slots = 4;               // llama.cpp --parallel
+  uint32_t page_size = 0;                    // SGLang --page-size; 0 = the engine's default (1)
 };
 
 struct CognitoraConfig {
@@ -174,7 +192,12 @@ inline constexpr std::string_view kRoutingPolicies[] = {"kv", "round_robin", "ra
                                                         "session"};
 inline constexpr std::string_view kStateBackends[] = {"static", "etcd", "gossip"};
 inline constexpr std::string_view kEngineKinds[] = {"vllm", "sglang",    "trtllm", "llamacpp",
+                                                    "mlx",  "cgn-infer", "sim",    "external"};
+// Engines an external engine can be attached as (every spawning kind).
+inline constexpr std::string_view kAttachKinds[] = {"vllm", "sglang",    "trtllm", "llamacpp",
                                                     "mlx",  "cgn-infer", "sim"};
+inline constexpr std::string_view kKvOffloads[] = {"none", "nixl", "lmcache", "hicache", "kvbm", "cgn"};
+inline constexpr std::string_view kPdTransferBackends[] = {"nixl", "mooncake"};
 inline constexpr std::string_view kNodeRoles[] = {"prefill", "decode", "both"};
 
 // Loads and validates a file. Errors name file:line:col and the dotted key; every problem in the

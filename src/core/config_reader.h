@@ -130,6 +130,11 @@ class TableReader {
   const std::string& path() const { return path_; }
   ConfigContext& context() { return ctx_; }
   bool has(std::string_view key) const { return table_.contains(key); }
+  // True when the key is present and a TOML boolean (for keys that also accept an older form).
+  bool holds_bool(std::string_view key) const {
+    const auto* n = table_.get(key);
+    return n != nullptr && n->is_boolean();
+  }
   // The dotted path of a key in this table, for messages.
   std::string key_path(std::string_view key) const;
 

@@ -80,7 +80,15 @@ TEST(Config, EmptyFileGivesDocumentedDefaults) {
   EXPECT_EQ(c.engine.kind, "vllm");
   EXPECT_EQ(c.engine.port, 8000);
   EXPECT_EQ(c.engine.tensor_parallel, 1u);
-  EXPECT_FALSE(c.engine.kv_offload);
+  EXPECT_EQ(c.engine.kv_offload, "none");
+  EXPECT_EQ(c.engine.role, "both");
+  EXPECT_EQ(c.engine.parallel_slots, 4u);
+  EXPECT_EQ(c.engine.page_size, 0u);
+  EXPECT_EQ(c.engine.pd_transfer_backend, "nixl");
+  EXPECT_EQ(c.agent.grpc_listen, "0.0.0.0:9091");
+  EXPECT_EQ(c.agent.scrape_interval_ms, 2000u);
+  EXPECT_EQ(c.agent.restart_backoff_initial_ms, 1000u);
+  EXPECT_EQ(c.agent.restart_backoff_max_ms, 60000u);
 }
 
 TEST(Config, ReadsEverySectionTyped) {
@@ -152,7 +160,7 @@ gpus = [0, 3]
   EXPECT_EQ(c.engine.port, 30000);
   EXPECT_EQ(c.engine.tensor_parallel, 2u);
   EXPECT_EQ(c.engine.extra_args, (std::vector<std::string>{"--x", "y z"}));
-  EXPECT_TRUE(c.engine.kv_offload);
+  EXPECT_EQ(c.engine.kv_offload, "cgn");  // the older boolean form
   EXPECT_EQ(c.engine.gpus, (std::vector<uint32_t>{0, 3}));
 }
 
@@ -185,7 +193,7 @@ TEST(Config, TypeMismatchNamesFileLineColumnKeyAndTypes) {
   EXPECT_EQ(error_of("[router.routing.weights]\ntemperature = \"hot\"\n"),
             "cognitora.toml:2:15: key 'router.routing.weights.temperature' expected number, got string");
   EXPECT_EQ(error_of("[engine]\nkv_offload = 1\n"),
-            "cognitora.toml:2:14: key 'engine.kv_offload' expected boolean, got integer");
+            "cognitora.toml:2:14: key 'engine.kv_offload' expected string, got integer");
   EXPECT_EQ(error_of("[engine]\nextra_args = \"--x\"\n"),
             "cognitora.toml:2:14: key 'engine.extra_args' expected array of strings, got string");
   EXPECT_EQ(error_of("router = 5\n"), "cognitora.toml:1:10: key 'router' expected table, got integer");
@@ -319,7 +327,7 @@ TEST(Config, EnumsListTheAllowedValues) {
       "cognitora.toml:3:8: key 'router.nodes[0].role' expected one of prefill|decode|both, got \"both \"");
   EXPECT_EQ(
       error_of("[engine]\nkind = \"vLLM\"\n"),
-      "cognitora.toml:2:8: key 'engine.kind' expected one of vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim, "
+      "cognitora.toml:2:8: key 'engine.kind' expected one of vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim|external, "
       "got \"vLLM\"");
 }
 
@@ -342,8 +350,9 @@ TEST(Config, AddressesAreValidated) {
       "key in etcd and a metric label)");
   EXPECT_EQ(error_of("[agent]\npublish_interval_ms = 5\n"),
             "cognitora.toml:2:23: key 'agent.publish_interval_ms' expected integer in [10, 60000], got 5");
-  EXPECT_EQ(error_of("[agent]\nmax_published_prefixes = 5000\n"),
-            "cognitora.toml:2:26: key 'agent.max_published_prefixes' expected integer in [0, 4096], got 5000");
+  EXPECT_EQ(
+      error_of("[agent]\nmax_published_prefixes = 5000\n"),
+      "cognitora.toml:2:26: key 'agent.max_published_prefixes' expected integer in [0, 4096], got 5000");
 }
 
 TEST(Config, StateSectionsAreChecked) {
