@@ -1,0 +1,137 @@
+// Helpers for the etcd backend's integration and e2e tests: a blocking HTTP/1.1 client (one
+// request per connection), a cgn-engine-sim child process, node records and the digests the
+// router computes for a chat body. Test-only; header-only.
+#pragma once
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/node_record.h"
+#include "core/canonical.h"
+#include "core/digest.h"
+#include "testing/process.h"
+
+namespace cgn::router::etcdtest {
+
+struct HttpReply {
+  unsigned status = 0;  // 0: transport error
+  std::string node;     // X-CGN-Node
+  std::string body;
+};
+
+// POST (or GET when body is empty and verb says so) to 127.0.0.1:port, with a deadline.
+inline HttpReply http_call(uint16_t port, const std::string& verb, const std::string& target,
+                           const std::string& body,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  namespace beast = boost::beast;
+  namespace http = beast::http;
+  HttpReply out;
+  try {
+    boost::asio::io_context ctx;
+    beast::tcp_stream stream(ctx);
+    stream.expires_after(timeout);
+    stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+    http::request<http::string_body> req{verb == "GET" ? http::verb::get : http::verb::post, target, 11};
+    req.set(http::field::host, "127.0.0.1");
+    if (verb != "GET") {
+      req.set(http::field::content_type, "application/json");
+      req.body() = body;
+      req.prepare_payload();
+    }
+    http::write(stream, req);
+    beast::flat_buffer buf;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(64 << 20);
+    http::read(stream, buf, parser);
+    auto res = parser.release();
+    out.status = res.result_int();
+    out.node = std::string(res["X-CGN-Node"]);
+    out.body = std::move(res.body());
+    beast::error_code ec;
+    stream.socket().shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
+  } catch (const std::exception&) {
+    out.status = 0;
+  }
+  return out;
+}
+
+inline std::string chat_body(const std::string& model, const std::string& prompt, int max_tokens = 4) {
+  return R"({"model":")" + model + R"(","max_tokens":)" + std::to_string(max_tokens) +
+         R"(,"messages":[{"role":"user","content":")" + prompt + R"("}]})";
+}
+
+// A prompt of `blocks` full 256-byte blocks, unique per tag.
+inline std::string long_prompt(const std::string& tag, size_t blocks = 4) {
+  std::string p = "tag " + tag + ": ";
+  while (p.size() < blocks * 256 + 16) {
+    p += "the quick brown fox jumps over the lazy dog " + tag + " ";
+  }
+  return p;
+}
+
+// The digests the router computes for a chat body (block_bytes 256).
+inline std::vector<Digest> body_digests(const std::string& body, uint32_t block_bytes = 256) {
+  auto pr = parse_openai_request(Endpoint::kChat, body);
+  std::vector<Digest> d;
+  if (!pr) {
+    return d;
+  }
+  const Digest seed = make_digest_seed(digest_seed_fields(*pr));
+  compute_prefix_digests(seed, pr->canonical_prompt, block_bytes, d, 8192);
+  return d;
+}
+
+inline std::string record_json(const std::string& id, uint16_t port, uint64_t epoch = 1,
+                               const std::string& model = "m") {
+  agent::NodeRecord r;
+  r.node_id = id;
+  r.address = "127.0.0.1:" + std::to_string(port);
+  r.models = {model};
+  r.engine = "vllm";
+  r.ready = true;
+  r.kv_epoch = epoch;
+  r.generation = 1;
+  r.total_blocks = 27500;
+  r.free_blocks = 27500;
+  r.block_size = 16;
+  r.queue_depth = 0;
+  r.running = 0;
+  return agent::to_json(r);
+}
+
+// A fast cgn-engine-sim serving `model` on a free port.
+class Sim {
+ public:
+  explicit Sim(const std::string& model, const std::string& name) {
+    port_file_ = dir_.file(name + ".port");
+    proc_ = std::make_unique<cgn::testing::Process>(std::vector<std::string>{
+        cgn::testing::bin_path("cgn-engine-sim"), "--flavor", "vllm", "--model", model, "--port", "0",
+        "--port-file", port_file_, "--time-scale", "0.01", "--mode", "echo", "--log-level", "warn"});
+    port_ = cgn::testing::wait_for_port_file(port_file_, std::chrono::seconds(20));
+  }
+  uint16_t port() const { return static_cast<uint16_t>(port_ > 0 ? port_ : 0); }
+  // Ready once GET /health answers 200.
+  bool wait_ready(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    return cgn::testing::wait_until(
+        [&] {
+          return port_ > 0 && http_call(port(), "GET", "/health", "", std::chrono::seconds(1)).status == 200;
+        },
+        timeout, std::chrono::milliseconds(20));
+  }
+  cgn::testing::Process& process() { return *proc_; }
+
+ private:
+  cgn::testing::TempDir dir_;
+  std::string port_file_;
+  std::unique_ptr<cgn::testing::Process> proc_;
+  int port_ = 0;
+};
+
+}  // namespace cgn::router::etcdtest
