@@ -25,10 +25,18 @@ std::optional<PolicyKind> parse_policy_kind(std::string_view s);
 //   kv       = kv_used > kv_knee ? kv_pressure_seconds * (kv_used - kv_knee) / (1 - kv_knee) : 0
 //   power    = power > watt_limit > 0 ? watt_penalty_seconds * (power - watt_limit) / watt_limit : 0
 //   ttft     = prefill + wait + kv + power
+// where running = max(scraped running, this router's requests to n past their first token), so a
+// scrape up to an interval old cannot hide the router's own recent dispatches.
+// The kv policy ranks by cost = ttft + (uncached_weight - 1) * prefill: a token the node must
+// prefill is paid by every request queued behind it, not only by this one, and a second copy
+// of a prefix takes cache space from others, so cache misses weigh more than the wait this
+// request would see (uncached_weight = 1: pure TTFT; the default 8 is argued and measured in
+// docs/architecture/routing.md).
 struct ScoreWeights {
   double prefill_tokens_per_s = 8000;  // default node prefill speed when a node reports none
   double queue_seconds = 0.1;          // expected wait per request already queued on the node
   double running_seconds = 0.005;      // slowdown per running (decoding) request
+  double uncached_weight = 8.0;        // kv ranking: weight of uncached prefill against the wait
   double kv_knee = 0.8;
   double kv_pressure_seconds = 1.0;
   double watt_penalty_seconds = 0.5;

@@ -108,7 +108,8 @@ double RoutingCore::load_of(const Slot& s) const {
   return std::max(s.state.queue_depth + s.state.running, static_cast<double>(s.inflight_requests));
 }
 
-double RoutingCore::estimate(const Slot& s, uint64_t prompt_tokens, float credited_blocks) const {
+double RoutingCore::estimate(const Slot& s, uint64_t prompt_tokens, float credited_blocks,
+                             double* prefill_s) const {
   const ScoreWeights& w = policy_.weights;
   const NodeState& n = s.state;
   const double rate =
@@ -116,9 +117,13 @@ double RoutingCore::estimate(const Slot& s, uint64_t prompt_tokens, float credit
   const double cached_tokens = static_cast<double>(credited_blocks) * tokens_per_block();
   const double uncached = std::max(0.0, static_cast<double>(prompt_tokens) - cached_tokens);
   const double prefill = uncached / rate;
+  // The scrape may predate this router's latest dispatches; its own count of requests past their
+  // first token is fresh (and a lower bound when several routers share the node).
+  const double decoding =
+      static_cast<double>(s.inflight_requests - std::min(s.inflight_requests, s.inflight_prefills));
   const double wait =
       std::max(n.queue_depth * w.queue_seconds, static_cast<double>(s.inflight_prefill_tokens) / rate) +
-      n.running * w.running_seconds;
+      std::max(n.running, decoding) * w.running_seconds;
   double kv = 0;
   if (n.kv_used_ratio > w.kv_knee && w.kv_knee < 1.0) {
     kv = w.kv_pressure_seconds * (n.kv_used_ratio - w.kv_knee) / (1.0 - w.kv_knee);
@@ -126,6 +131,9 @@ double RoutingCore::estimate(const Slot& s, uint64_t prompt_tokens, float credit
   double power = 0;
   if (n.watt_limit_watts > 0 && n.power_watts > n.watt_limit_watts) {
     power = w.watt_penalty_seconds * (n.power_watts - n.watt_limit_watts) / n.watt_limit_watts;
+  }
+  if (prefill_s != nullptr) {
+    *prefill_s = prefill;
   }
   return prefill + wait + kv + power;
 }
@@ -200,6 +208,7 @@ bool RoutingCore::remove_node(std::string_view id) {
   s.live = false;
   s.inflight_requests = 0;
   s.inflight_prefill_tokens = 0;
+  s.inflight_prefills = 0;
   free_slots_.push_back(n);
   --live_nodes_;
   return true;
@@ -328,7 +337,9 @@ Status<RouteError> RoutingCore::decide_into(const RouteRequest& request, Decisio
     c.node = n;
     c.overlap_blocks = overlap_.run(n);
     c.credited_blocks = overlap_.credit(n);
-    c.ttft_s = estimate(s, tokens, c.credited_blocks);
+    double prefill = 0;
+    c.ttft_s = estimate(s, tokens, c.credited_blocks, &prefill);
+    c.cost = c.ttft_s + (std::max(policy_.weights.uncached_weight, 0.0) - 1.0) * prefill;
     c.load = load_of(s);
     out.ranked.push_back(c);
   }
@@ -361,7 +372,7 @@ void RoutingCore::rank(const RouteRequest& request, Decision& out) {
   switch (kind) {
     case PolicyKind::kKv:
       for (uint32_t i = 0; i < n; ++i) {
-        items.push_back(SortItem{bucket(c[i].ttft_s), rng_.next(), i});
+        items.push_back(SortItem{bucket(c[i].cost), rng_.next(), i});
       }
       break;
     case PolicyKind::kLeastLoad:
@@ -399,16 +410,16 @@ void RoutingCore::rank(const RouteRequest& request, Decision& out) {
     c[i] = tmp[items[i].i];
   }
   if (kind == PolicyKind::kKv && policy_.temperature_s > 0) {
-    // Softmax over the estimates for the first choice; the rest keep their order.
-    const double best = c.front().ttft_s;
+    // Softmax over the costs for the first choice; the rest keep their order.
+    const double best = c.front().cost;
     double total = 0;
     for (const auto& x : c) {
-      total += std::exp(-(x.ttft_s - best) / policy_.temperature_s);
+      total += std::exp(-(x.cost - best) / policy_.temperature_s);
     }
     double pick = rng_.uniform01() * total;
     size_t chosen = n - 1;
     for (size_t i = 0; i < n; ++i) {
-      pick -= std::exp(-(c[i].ttft_s - best) / policy_.temperature_s);
+      pick -= std::exp(-(c[i].cost - best) / policy_.temperature_s);
       if (pick < 0) {
         chosen = i;
         break;
@@ -436,6 +447,7 @@ DispatchTicket RoutingCore::record_dispatch(NodeIndex node, const RouteRequest& 
   t.open = true;
   t.prefill_open = true;
   s.inflight_requests += 1;
+  s.inflight_prefills += 1;
   s.inflight_prefill_tokens += t.prefill_tokens;
   return t;
 }
@@ -448,6 +460,7 @@ void RoutingCore::record_first_token(DispatchTicket& t) {
   if (t.node < slots_.size() && slots_[t.node].live && slots_[t.node].generation == t.generation) {
     Slot& s = slots_[t.node];
     s.inflight_prefill_tokens -= std::min(s.inflight_prefill_tokens, t.prefill_tokens);
+    s.inflight_prefills -= std::min<uint64_t>(s.inflight_prefills, 1);
   }
 }
 

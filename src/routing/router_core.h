@@ -59,6 +59,7 @@ struct RouteRequest {
 struct Candidate {
   NodeIndex node = kNoNode;
   double ttft_s = 0;            // the estimate (DESIGN.md §5), for every policy
+  double cost = 0;              // what the kv policy ranks by: ttft_s + (uncached_weight - 1) * prefill
   uint32_t overlap_blocks = 0;  // leading digests the node holds
   float credited_blocks = 0;    // overlap after tier / optimistic credit
   double load = 0;              // load(n) as the load guard sees it
@@ -142,12 +143,14 @@ class RoutingCore {
     uint64_t id_hash = 0;
     uint64_t inflight_requests = 0;
     uint64_t inflight_prefill_tokens = 0;
+    uint64_t inflight_prefills = 0;  // dispatched requests still before their first token
   };
 
   uint32_t tokens_per_block() const;
   uint64_t prompt_tokens(const RouteRequest& r) const;
   double load_of(const Slot& s) const;
-  double estimate(const Slot& s, uint64_t prompt_tokens, float credited_blocks) const;
+  // The TTFT estimate; `prefill_s` receives its prefill part.
+  double estimate(const Slot& s, uint64_t prompt_tokens, float credited_blocks, double* prefill_s) const;
   void refresh_capacity(NodeIndex n);
   void rank(const RouteRequest& request, Decision& out);
 

@@ -186,7 +186,9 @@ TEST(RoutingCore, KvTradesOverlapAgainstQueue) {
     bool cached_wins;
   };
   for (const C c : {C{0, true}, C{3, true}, C{5, true}, C{6, false}, C{7, false}}) {
-    Fleet f;
+    RoutingPolicy p;
+    p.weights.uncached_weight = 1.0;  // pure TTFT
+    Fleet f(p);
     const auto d = digests(3, 64);
     const NodeIndex cached = f.add("cached", {.queue = c.cached_queue});
     const NodeIndex idle = f.add("idle");
@@ -214,6 +216,76 @@ TEST(RoutingCore, EstimateFollowsTheDocumentedFormula) {
   const double kv = w.kv_pressure_seconds * (0.9 - w.kv_knee) / (1 - w.kv_knee);
   const double power = w.watt_penalty_seconds * 30.0 / 300.0;
   EXPECT_NEAR(res->ranked[0].ttft_s, prefill + wait + kv + power, 1e-9);
+}
+
+// The kv policy ranks by cost = ttft + (uncached_weight - 1) * prefill; ttft_s stays the plain
+// estimate (deadline admission). The cached node saves 64 blocks * 64 tokens = 0.512 s of
+// prefill at 8000 tok/s and its queue costs 0.1 s per request: at weight 1 it loses from a
+// queue of 6, at weight 2 (saving worth 1.024 s) it still wins at 10 and loses at 11.
+TEST(RoutingCore, UncachedWeightValuesHitsAboveTheWait) {
+  struct C {
+    double weight;
+    double cached_queue;
+    bool cached_wins;
+  };
+  for (const C c : {C{1, 5, true}, C{1, 6, false}, C{2, 6, true}, C{2, 10, true}, C{2, 11, false},
+                    C{3, 15, true}, C{3, 16, false}}) {
+    RoutingPolicy p;
+    p.weights.uncached_weight = c.weight;
+    p.guard.enabled = false;  // the spread rule would drop the queued node first
+    Fleet f(p);
+    const auto d = digests(3, 64);
+    const NodeIndex cached = f.add("cached", {.queue = c.cached_queue});
+    const NodeIndex idle = f.add("idle");
+    f.core.confirm_prefixes(cached, d);
+    auto res = f.core.decide(request_for(d));
+    ASSERT_TRUE(res.ok());
+    EXPECT_EQ(res->ranked[0].node, c.cached_wins ? cached : idle) << c.weight << " queue " << c.cached_queue;
+    for (const Candidate& x : res->ranked) {
+      const double prefill = x.node == idle ? 64.0 * 64 / p.weights.prefill_tokens_per_s : 0.0;
+      const double wait = x.node == idle ? 0.0 : c.cached_queue * p.weights.queue_seconds;
+      EXPECT_NEAR(x.ttft_s, prefill + wait, 1e-9);
+      EXPECT_NEAR(x.cost, x.ttft_s + (c.weight - 1) * prefill, 1e-9);
+    }
+  }
+}
+
+TEST(RoutingCore, DefaultWeightsValueAMissAboveItsOwnTtft) {
+  const RoutingPolicy p;
+  EXPECT_GT(p.weights.uncached_weight, 1.0);
+}
+
+// Between scrapes, the router's own requests past their first token count as running: a stale
+// scrape that shows one node idle must not draw every new prefix to it until the next scrape
+// (SGLang #32983 at low concurrency). Without the fresh count all 12 would go to "a".
+TEST(RoutingCore, NewPrefixesSpreadBetweenScrapesByTheRoutersOwnRunningCount) {
+  Fleet f;
+  const NodeIndex a = f.add("a", {.running = 0});
+  for (const char* id : {"b", "c", "d"}) {
+    f.add(id, {.running = 1});
+  }
+  std::map<NodeIndex, int> counts;
+  std::vector<DispatchTicket> open;
+  for (int i = 0; i < 12; ++i) {
+    const auto d = digests(7000 + i, 16);
+    const RouteRequest r = request_for(d);
+    auto res = f.core.decide(r);
+    ASSERT_TRUE(res.ok());
+    const NodeIndex n = res->ranked[0].node;
+    ++counts[n];
+    open.push_back(f.core.record_dispatch(n, r));
+    f.core.record_first_token(open.back());  // prefill done, still decoding
+  }
+  ASSERT_EQ(counts.size(), 4u);
+  EXPECT_LE(counts[a], 4);
+  for (const auto& [n, k] : counts) {
+    EXPECT_GE(k, 2) << "node " << n;
+    EXPECT_LE(k, 4) << "node " << n;
+  }
+  for (auto& t : open) {
+    f.core.record_completion(t);
+  }
+  EXPECT_EQ(f.core.inflight_requests(a), 0u);
 }
 
 TEST(RoutingCore, WattLimitPenaltyOnlyWithPowerData) {
@@ -559,6 +631,7 @@ TEST(Policies, SoftmaxTemperatureSamplesNearBestOnly) {
   for (const C c : {C{0.0, 300, 300}, C{0.05, 120, 280}}) {
     RoutingPolicy p;
     p.temperature_s = c.temperature;
+    p.weights.uncached_weight = 1.0;  // cost = estimate, so the gaps below are in TTFT seconds
     Fleet f(p, 11);
     const NodeIndex best = f.add("best");
     f.add("close");               // 8 blocks behind: +0.064 s
