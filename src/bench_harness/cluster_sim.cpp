@@ -160,6 +160,58 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
   const Digest seed = make_digest_seed(DigestSeedFields{kDigestFormatVersion, c.model_name, {}});
   std::vector<sim::Event> events;
   routing::Decision decision;
+  std::vector<uint64_t> diag_held;
+  routing::OverlapScratch diag_overlap;
+  Diagnosis& dg = res.diagnosis;
+  dg.cold_per_node.assign(c.nodes, 0);
+  const uint64_t tokens_per_digest = core.policy().weights.block_bytes / 4;
+  // Attributes the chosen node's missing hit tokens (see Diagnosis) for a dispatch to engine i.
+  auto diagnose_dispatch = [&](uint32_t i, size_t prompt_len) {
+    uint64_t best = 0;
+    uint32_t best_node = i;
+    for (uint32_t j = 0; j < c.nodes; ++j) {
+      if (diag_held[j] > best) {
+        best = diag_held[j];
+        best_node = j;
+      }
+    }
+    const uint64_t held = diag_held[i];
+    auto believed = [&](uint32_t j) {
+      return std::min<uint64_t>(static_cast<uint64_t>(diag_overlap.run(node_of[j])) * tokens_per_digest,
+                                prompt_len);
+    };
+    ++dg.requests;
+    dg.prompt_tokens += prompt_len;
+    dg.best_tokens += best;
+    dg.chosen_tokens += held;
+    dg.believed_chosen_tokens += believed(i);
+    dg.overbelief_tokens += believed(i) > held ? believed(i) - held : 0;
+    if (best == *std::min_element(diag_held.begin(), diag_held.end())) {
+      ++dg.cold_requests;
+      ++dg.cold_per_node[i];
+    }
+    if (best <= held) {
+      return;
+    }
+    const uint64_t lost = best - held;
+    bool ranked = false;
+    for (const auto& cand : decision.ranked) {
+      ranked = ranked || cand.node == node_of[best_node];
+    }
+    if (!ranked) {
+      dg.lost_guard += lost;
+      ++dg.n_guard;
+    } else if (believed(i) >= held + tokens_per_digest) {
+      dg.lost_stale += lost;
+      ++dg.n_stale;
+    } else if (believed(best_node) + tokens_per_digest <= best) {
+      dg.lost_blind += lost;
+      ++dg.n_blind;
+    } else {
+      dg.lost_score += lost;
+      ++dg.n_score;
+    }
+  };
 
   auto arrive = [&](size_t k, Nanos now) {
     const WorkRequest& wr = w.requests[k];
@@ -182,6 +234,16 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
     }
     res.guarded_out += decision.guarded_out > 0 ? 1 : 0;
     std::vector<sim::TokenId> tokens = sim::encode(prompt);
+    if (c.diagnose) {
+      diag_held.assign(c.nodes, 0);
+      const auto ntok = static_cast<uint64_t>(tokens.size());
+      const uint64_t cap_blocks = ntok == 0 ? 0 : (ntok - 1) / c.node_model.block_size;
+      for (uint32_t j = 0; j < c.nodes; ++j) {
+        diag_held[j] = std::min<uint64_t>(engines[j]->cached_prefix_blocks(tokens), cap_blocks) *
+                       c.node_model.block_size;
+      }
+      core.index().match(digests, core.policy().weights.credit, c.nodes, diag_overlap);
+    }
     for (const auto& cand : decision.ranked) {
       uint32_t i = 0;
       while (i < c.nodes && node_of[i] != cand.node) {
@@ -204,6 +266,9 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
         }
         ++res.errors;
         return;
+      }
+      if (c.diagnose) {
+        diagnose_dispatch(i, tokens.size());
       }
       Pending p;
       p.index = k;
@@ -247,6 +312,7 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
           output_tokens += n;
           res.prompt_tokens += comp.usage.prompt_tokens;
           res.cached_tokens += comp.usage.cached_tokens;
+          dg.reported_tokens += comp.usage.cached_tokens;
         }
         last_done = std::max(last_done, ev.time);
         pending[i].erase(it);

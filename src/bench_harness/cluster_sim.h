@@ -37,6 +37,32 @@ struct ClusterConfig {
   // SLO used for goodput.
   double slo_ttft_s = 2.0;
   double slo_itl_s = 0.1;
+  // Diagnosis: at every dispatch, ask every engine how much of the prompt it holds and
+  // attribute the hit tokens the chosen node lacks (PolicyResult::diagnosis). Slower (one
+  // prefix lookup per engine per request); does not change any decision.
+  bool diagnose = false;
+};
+
+// Where the prefix hits went (ClusterConfig::diagnose). Token sums over dispatched requests.
+// "best" is the longest cached prefix any engine held at dispatch time, "chosen" the chosen
+// engine's; the gap (best - chosen) is split by the first cause that applies:
+//   guard   the best node was removed by the load guard;
+//   stale   the router believed the chosen node held more than it did (optimistic entries the
+//           engine had evicted, or never stored);
+//   blind   the router believed the best node held less than it did;
+//   score   the router knew, and the estimate preferred a less-loaded node.
+struct Diagnosis {
+  uint64_t requests = 0;
+  uint64_t prompt_tokens = 0;
+  uint64_t best_tokens = 0;      // sum of max over nodes of the engine-held prefix (hit-capped)
+  uint64_t chosen_tokens = 0;    // the chosen engine's held prefix at dispatch
+  uint64_t reported_tokens = 0;  // engine-reported cached tokens (usage), the hit rate's numerator
+  uint64_t lost_guard = 0, lost_stale = 0, lost_blind = 0, lost_score = 0;
+  uint64_t n_guard = 0, n_stale = 0, n_blind = 0, n_score = 0;  // requests per cause
+  uint64_t believed_chosen_tokens = 0;  // the router's overlap (tokens) for the chosen node
+  uint64_t overbelief_tokens = 0;       // sum over requests of max(0, believed - held), chosen node
+  uint64_t cold_requests = 0;           // every engine held the same prefix: no affinity to follow
+  std::vector<uint64_t> cold_per_node;  // where the new prefixes went
 };
 
 // A workload at one load level: arrivals already scaled.
@@ -79,6 +105,7 @@ struct PolicyResult {
   uint64_t cached_tokens = 0;
   uint64_t guarded_out = 0;  // decisions where the load guard removed at least one node
   std::vector<uint64_t> per_node_requests;
+  Diagnosis diagnosis;  // filled when ClusterConfig::diagnose
 };
 
 // Runs one policy over the workload at the level; deterministic.

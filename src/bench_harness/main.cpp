@@ -65,8 +65,15 @@ int main(int argc, char** argv) {
   sim->add_flag("--no-load-guard", no_guard, "diagnosis only: disable the routing load guard");
   sim->add_option("--prefill-rate", prefill_rate,
                   "diagnosis only: the score's prefill_tokens_per_s (default: the routing default)");
+  double uncached_weight = 0;
+  sim->add_option("--uncached-weight", uncached_weight,
+                  "diagnosis only: the score's uncached_weight (default: the routing default)");
+  bool diagnose = false;
+  sim->add_flag("--diagnose", diagnose, "attribute lost prefix hits per cause (slower; same decisions)");
   sim->add_option("--md", out_md, "write the markdown report here");
   sim->add_option("--json", out_json, "write the JSON report here");
+  std::string plot_data;
+  sim->add_option("--plot-data", plot_data, "write gnuplot tables PREFIX-headline.dat, PREFIX-sweep.dat");
   CLI11_PARSE(app, argc, argv);
 
   bool ok = false;
@@ -110,13 +117,17 @@ int main(int argc, char** argv) {
   cgn::bench::ClusterConfig cc;
   cc.nodes = nodes;
   cc.seed = seed;
+  cc.diagnose = diagnose;
   if (no_guard) {
     cc.routing.guard.enabled = false;
   }
   if (prefill_rate > 0) {
     cc.routing.weights.prefill_tokens_per_s = prefill_rate;
   }
-  const bool diagnostic = no_guard || prefill_rate > 0;
+  if (uncached_weight > 0) {
+    cc.routing.weights.uncached_weight = uncached_weight;
+  }
+  const bool diagnostic = no_guard || prefill_rate > 0 || uncached_weight > 0;
   const auto t0 = std::chrono::steady_clock::now();
   const cgn::bench::WorkloadReport r = cgn::bench::run_workload(w, cc, so);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -124,13 +135,18 @@ int main(int argc, char** argv) {
   std::string md = cgn::bench::render_markdown(r);
   if (diagnostic) {
     md = "> **Diagnostic run: routing defaults changed (" + std::string(no_guard ? "load guard off; " : "") +
-         (prefill_rate > 0 ? "prefill_tokens_per_s " + std::to_string(prefill_rate) : std::string()) +
+         (prefill_rate > 0 ? "prefill_tokens_per_s " + std::to_string(prefill_rate) + "; " : std::string()) +
+         (uncached_weight > 0 ? "uncached_weight " + std::to_string(uncached_weight) : std::string()) +
          "). Not the benchmark.**\n\n" + md;
   }
   std::cout << md;
   std::fprintf(stderr, "cgn-bench: %zu runs in %.1f s wall\n", so.levels.size() * so.policies.size(), wall);
   if (!out_md.empty()) {
     std::ofstream(out_md) << md;
+  }
+  if (!plot_data.empty() && !cgn::bench::write_plot_data(r, plot_data)) {
+    std::fprintf(stderr, "cgn-bench: cannot write %s-*.dat\n", plot_data.c_str());
+    return 1;
   }
   if (!out_json.empty()) {
     auto j = cgn::bench::to_json(r);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <thread>
 
 namespace cgn::bench {
@@ -134,6 +135,41 @@ std::string render_markdown(const WorkloadReport& r) {
           p.imbalance, request_imbalance(p), p.utilisation, p.guarded_out);
     }
     s += "\n";
+    bool diagnosed = false;
+    for (const auto& p : lr.policies) {
+      diagnosed = diagnosed || p.diagnosis.requests > 0;
+    }
+    if (diagnosed) {
+      s += "Where the hits went (% of prompt tokens; best = longest prefix any engine held at dispatch, "
+           "chosen = the chosen engine's; the gap split by cause, requests in brackets):\n\n";
+      s += "| policy | best | chosen | reported | lost: guard | stale | blind | score | over-belief | "
+           "new prefixes | new-prefix req imbalance |\n";
+      s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+      for (const auto& p : lr.policies) {
+        const Diagnosis& d = p.diagnosis;
+        if (d.requests == 0) {
+          continue;
+        }
+        const double pt = static_cast<double>(std::max<uint64_t>(d.prompt_tokens, 1)) / 100.0;
+        auto pc = [&](uint64_t v) { return static_cast<double>(v) / pt; };
+        uint64_t cmax = 0;
+        for (uint64_t x : d.cold_per_node) {
+          cmax = std::max(cmax, x);
+        }
+        const double cimb = d.cold_requests == 0
+                                ? 0
+                                : static_cast<double>(cmax) * static_cast<double>(d.cold_per_node.size()) /
+                                      static_cast<double>(d.cold_requests);
+        s += fmt::format(
+            "| {} | {:.1f}% | {:.1f}% | {:.1f}% | {:.1f}% ({}) | {:.1f}% ({}) | {:.1f}% ({}) | {:.1f}% ({}) "
+            "| "
+            "{:.1f}% | {} | {:.2f} |\n",
+            p.policy, pc(d.best_tokens), pc(d.chosen_tokens), pc(d.reported_tokens), pc(d.lost_guard),
+            d.n_guard, pc(d.lost_stale), d.n_stale, pc(d.lost_blind), d.n_blind, pc(d.lost_score), d.n_score,
+            pc(d.overbelief_tokens), d.cold_requests, cimb);
+      }
+      s += "\n";
+    }
   }
   s += "#### Throughput (highest swept rate with TTFT p90 <= 2 s)\n\n| policy | req/s |\n|---|---:|\n";
   if (!r.levels.empty()) {
@@ -182,6 +218,38 @@ std::string render_markdown(const WorkloadReport& r) {
   return s;
 }
 
+bool write_plot_data(const WorkloadReport& r, const std::string& prefix) {
+  if (r.levels.empty()) {
+    return false;
+  }
+  std::ofstream h(prefix + "-headline.dat");
+  h << fmt::format("# {} at utilisation {:.2f}; ideal-node hit rate {:.4f}\n", r.workload,
+                   r.levels[r.headline_index].level.utilisation, r.ideal_hit_rate);
+  h << "# policy ttft_p50_s ttft_p90_s ttft_p99_s itl_p50_ms itl_p90_ms hit_rate hit_over_ideal goodput_rps "
+       "imbalance error_pct shed_pct ideal_hit_rate\n";
+  for (const auto& p : r.levels[r.headline_index].policies) {
+    const double n = static_cast<double>(std::max<uint64_t>(p.requests, 1));
+    h << fmt::format(
+        "{} {:.6f} {:.6f} {:.6f} {:.3f} {:.3f} {:.6f} {:.4f} {:.4f} {:.4f} {:.4f} {:.4f} {:.6f}\n", p.policy,
+        p.ttft_p50_s, p.ttft_p90_s, p.ttft_p99_s, 1e3 * p.itl_p50_s, 1e3 * p.itl_p90_s, p.hit_rate,
+        ratio(p.hit_rate, r.ideal_hit_rate), p.goodput_rps, p.imbalance,
+        100.0 * static_cast<double>(p.errors) / n, 100.0 * static_cast<double>(p.shed) / n, r.ideal_hit_rate);
+  }
+  std::ofstream sw(prefix + "-sweep.dat");
+  for (size_t pi = 0; pi < r.levels[0].policies.size(); ++pi) {
+    sw << fmt::format("# {}\n# utilisation rate_rps ttft_p50_s ttft_p90_s ttft_p99_s hit_rate goodput_rps\n",
+                      r.levels[0].policies[pi].policy);
+    for (const auto& lr : r.levels) {
+      const PolicyResult& p = lr.policies[pi];
+      sw << fmt::format("{:.2f} {:.4f} {:.6f} {:.6f} {:.6f} {:.6f} {:.4f}\n", lr.level.utilisation,
+                        lr.level.rate_rps, p.ttft_p50_s, p.ttft_p90_s, p.ttft_p99_s, p.hit_rate,
+                        p.goodput_rps);
+    }
+    sw << "\n\n";
+  }
+  return h.good() && sw.good();
+}
+
 nlohmann::json to_json(const WorkloadReport& r) {
   nlohmann::json j;
   j["workload"] = r.workload;
@@ -227,6 +295,24 @@ nlohmann::json to_json(const WorkloadReport& r) {
                     {"utilisation", p.utilisation},
                     {"guarded_decisions", p.guarded_out},
                     {"per_node_requests", p.per_node_requests}});
+      if (p.diagnosis.requests > 0) {
+        const Diagnosis& d = p.diagnosis;
+        ps.back()["diagnosis"] = {{"prompt_tokens", d.prompt_tokens},
+                                  {"best_tokens", d.best_tokens},
+                                  {"chosen_tokens", d.chosen_tokens},
+                                  {"reported_tokens", d.reported_tokens},
+                                  {"lost_guard", d.lost_guard},
+                                  {"lost_stale", d.lost_stale},
+                                  {"lost_blind", d.lost_blind},
+                                  {"lost_score", d.lost_score},
+                                  {"n_guard", d.n_guard},
+                                  {"n_stale", d.n_stale},
+                                  {"n_blind", d.n_blind},
+                                  {"n_score", d.n_score},
+                                  {"overbelief_tokens", d.overbelief_tokens},
+                                  {"cold_requests", d.cold_requests},
+                                  {"cold_per_node", d.cold_per_node}};
+      }
     }
     levels.push_back(std::move(l));
   }

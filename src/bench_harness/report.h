@@ -49,6 +49,10 @@ WorkloadReport run_workload(const Workload& w, const ClusterConfig& c, const Sui
 const PolicyResult* find_policy(const WorkloadReport& r, std::string_view policy);
 
 std::string render_markdown(const WorkloadReport& r);
+// Whitespace-separated tables for gnuplot (bench/plots.gp): `prefix`-headline.dat holds one row
+// per policy at the headline level, `prefix`-sweep.dat one block per policy (blocks separated
+// by two blank lines, gnuplot's `index`) with one row per level. Returns false on an I/O error.
+bool write_plot_data(const WorkloadReport& r, const std::string& prefix);
 nlohmann::json to_json(const WorkloadReport& r);
 
 }  // namespace cgn::bench
