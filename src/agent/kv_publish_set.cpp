@@ -1,0 +1,130 @@
+#include "agent/kv_publish_set.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cgn::agent {
+
+size_t publish_capacity(uint64_t total_blocks, uint32_t engine_block_tokens, uint32_t block_bytes,
+                        size_t cap) {
+  if (total_blocks == 0 || engine_block_tokens == 0 || block_bytes == 0) {
+    return cap;
+  }
+  // Bounded before multiplying so an absurd scrape cannot overflow.
+  const uint64_t blocks = std::min<uint64_t>(total_blocks, uint64_t{1} << 32);
+  const uint64_t bytes = blocks * engine_block_tokens * kBytesPerToken;
+  return static_cast<size_t>(std::min<uint64_t>(bytes / block_bytes, cap));
+}
+
+bool under_kv_pressure(uint64_t total_blocks, std::optional<uint64_t> free_blocks, double threshold) {
+  if (total_blocks == 0 || !free_blocks.has_value()) {
+    return false;
+  }
+  return static_cast<double>(*free_blocks) < threshold * static_cast<double>(total_blocks);
+}
+
+void PublishedSet::touch(std::span<const Digest> chain) {
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const Digest& d = *it;
+    if (auto found = map_.find(d); found != map_.end()) {
+      lru_.splice(lru_.begin(), lru_, found->second);
+      continue;
+    }
+    // Evicted but not yet deleted from etcd: the key is still there, so it needs no put.
+    const bool still_in_etcd = pending_deletes_.erase(d) > 0;
+    lru_.push_front(Entry{d, still_in_etcd});
+    map_.emplace(d, lru_.begin());
+  }
+  while (map_.size() > capacity_) {
+    evict_back();
+  }
+}
+
+void PublishedSet::set_capacity(size_t capacity) {
+  capacity_ = capacity;
+  while (map_.size() > capacity_) {
+    evict_back();
+  }
+}
+
+size_t PublishedSet::prune_oldest(size_t n) {
+  size_t done = 0;
+  while (done < n && !lru_.empty()) {
+    evict_back();
+    ++done;
+  }
+  return done;
+}
+
+void PublishedSet::clear() {
+  lru_.clear();
+  map_.clear();
+  pending_deletes_.clear();
+  clear_all_ = true;
+}
+
+void PublishedSet::evict_back() {
+  const Entry& e = lru_.back();
+  if (e.published && !clear_all_) {
+    pending_deletes_.insert(e.digest);
+  }
+  map_.erase(e.digest);
+  lru_.pop_back();
+}
+
+PrefixChanges PublishedSet::take_changes() {
+  PrefixChanges c;
+  c.clear_all = clear_all_;
+  clear_all_ = false;
+  // Every unpublished entry goes into exactly one flush (oldest-used first).
+  for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
+    if (!it->published) {
+      c.puts.push_back(it->digest);
+      it->published = true;
+    }
+  }
+  c.deletes.assign(pending_deletes_.begin(), pending_deletes_.end());
+  pending_deletes_.clear();
+  return c;
+}
+
+void PublishedSet::restore_changes(const PrefixChanges& failed) {
+  if (failed.clear_all) {
+    clear_all_ = true;
+  }
+  for (const Digest& d : failed.puts) {
+    if (auto found = map_.find(d); found != map_.end()) {
+      found->second->published = false;
+    } else {
+      // Evicted after the failed flush took it: its put never landed, so no delete is needed.
+      pending_deletes_.erase(d);
+    }
+  }
+  if (clear_all_) {
+    return;  // the pending clear removes everything anyway
+  }
+  for (const Digest& d : failed.deletes) {
+    if (!map_.contains(d)) {
+      pending_deletes_.insert(d);
+    }
+  }
+}
+
+void PublishedSet::mark_unpublished() {
+  for (Entry& e : lru_) {
+    e.published = false;
+  }
+  pending_deletes_.clear();
+  clear_all_ = false;
+}
+
+std::vector<Digest> PublishedSet::entries() const {
+  std::vector<Digest> out;
+  out.reserve(lru_.size());
+  for (const Entry& e : lru_) {
+    out.push_back(e.digest);
+  }
+  return out;
+}
+
+}  // namespace cgn::agent

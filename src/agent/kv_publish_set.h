@@ -1,0 +1,93 @@
+// The agent's set of live KV prefixes (DESIGN.md §6): the digests it tells the router its engine
+// holds, as an LRU bounded by the engine's capacity and a key cap, and the diff against what etcd
+// already has, so each flush writes only changes. Pure: no etcd, no clock. The publisher
+// (etcd_publisher.h) owns one under its mutex.
+//
+// Thread safety: none; one owner (callers lock).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/digest_types.h"
+
+namespace cgn::agent {
+
+// The hard cap on live KV prefix keys per node (DESIGN.md §6).
+inline constexpr size_t kMaxPublishedPrefixes = 4096;
+// Bytes of canonical prompt per token assumed when converting engine blocks to digest blocks.
+inline constexpr uint64_t kBytesPerToken = 4;
+
+// How many digests the engine can hold at most, by the documented rule (docs/agent.md):
+//   total_blocks * engine_block_tokens * kBytesPerToken / block_bytes, bounded by `cap`.
+// Unknown pool (total_blocks or engine_block_tokens 0) gives `cap`; block_bytes 0 gives `cap`.
+size_t publish_capacity(uint64_t total_blocks, uint32_t engine_block_tokens, uint32_t block_bytes,
+                        size_t cap = kMaxPublishedPrefixes);
+
+// KV pressure: the engine reported free blocks below `threshold` (5%) of a known pool.
+bool under_kv_pressure(uint64_t total_blocks, std::optional<uint64_t> free_blocks, double threshold = 0.05);
+
+// What one flush must write.
+struct PrefixChanges {
+  // Delete every key of this node first (the kv_epoch changed: nothing published before holds).
+  bool clear_all = false;
+  std::vector<Digest> puts;     // new since the last flush, oldest-used first
+  std::vector<Digest> deletes;  // published before, evicted since
+  bool empty() const { return !clear_all && puts.empty() && deletes.empty(); }
+  size_t ops() const { return (clear_all ? 1 : 0) + puts.size() + deletes.size(); }
+};
+
+class PublishedSet {
+ public:
+  explicit PublishedSet(size_t capacity = kMaxPublishedPrefixes) : capacity_(capacity) {}
+
+  // Marks a prefix chain (digest 0 .. n-1 of one request) as used now. Deeper digests are
+  // treated as older than shallower ones (inserted from the tail), so eviction takes the tails of
+  // chains first and keeps the shared roots, as the engines' own LRUs do. Evicts past capacity.
+  void touch(std::span<const Digest> chain);
+  // Shrinks (evicting oldest first) or grows the bound.
+  void set_capacity(size_t capacity);
+  size_t capacity() const { return capacity_; }
+  // Evicts the n oldest; returns how many were evicted.
+  size_t prune_oldest(size_t n);
+  // kv_epoch changed: forget everything; the next flush deletes the node's whole KV prefix.
+  void clear();
+
+  // The changes since the last take_changes() (or since mark_unpublished()); afterwards every
+  // entry counts as published.
+  PrefixChanges take_changes();
+  // Puts the changes of a failed flush back, so the next one retries them (no loss, no
+  // duplicate deletes of keys re-touched meanwhile).
+  void restore_changes(const PrefixChanges& failed);
+  // Reconcile after a new lease (etcd lost our keys or we cannot know): every entry becomes
+  // unpublished and pending deletes are dropped; the caller diffs etcd's keys itself.
+  void mark_unpublished();
+
+  size_t size() const { return map_.size(); }
+  bool contains(const Digest& d) const { return map_.contains(d); }
+  // Entries, most recently used first.
+  std::vector<Digest> entries() const;
+  size_t pending_deletes() const { return pending_deletes_.size(); }
+  bool clear_pending() const { return clear_all_; }
+
+ private:
+  struct Entry {
+    Digest digest;
+    bool published = false;
+  };
+  void evict_back();
+
+  size_t capacity_;
+  std::list<Entry> lru_;  // front: most recently used
+  std::unordered_map<Digest, std::list<Entry>::iterator, DigestHash> map_;
+  std::unordered_set<Digest, DigestHash> pending_deletes_;
+  bool clear_all_ = false;
+};
+
+}  // namespace cgn::agent
