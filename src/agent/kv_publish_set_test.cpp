@@ -1,0 +1,181 @@
+#include "agent/kv_publish_set.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+namespace cgn::agent {
+namespace {
+
+Digest dg(uint32_t i) {
+  Digest d{};
+  d[0] = static_cast<uint8_t>(i);
+  d[1] = static_cast<uint8_t>(i >> 8);
+  d[2] = static_cast<uint8_t>(i >> 16);
+  d[31] = 0xab;
+  return d;
+}
+
+std::vector<Digest> chain(uint32_t first, uint32_t n) {
+  std::vector<Digest> out;
+  for (uint32_t i = 0; i < n; ++i) {
+    out.push_back(dg(first + i));
+  }
+  return out;
+}
+
+std::set<Digest> as_set(const std::vector<Digest>& v) {
+  return {v.begin(), v.end()};
+}
+
+TEST(PublishCapacity, ConvertsEngineBlocksToDigestBlocksAndCaps) {
+  // 512 blocks x 16 tokens x 4 bytes / 256 bytes per digest block = 128.
+  EXPECT_EQ(publish_capacity(512, 16, 256), 128u);
+  EXPECT_EQ(publish_capacity(512, 16, 128), 256u);
+  // A big pool is capped at 4096 keys.
+  EXPECT_EQ(publish_capacity(27500, 16, 256), kMaxPublishedPrefixes);
+  EXPECT_EQ(publish_capacity(27500, 16, 256, 100), 100u);
+  // Unknown pool or block size: only the cap applies.
+  EXPECT_EQ(publish_capacity(0, 16, 256), kMaxPublishedPrefixes);
+  EXPECT_EQ(publish_capacity(512, 0, 256), kMaxPublishedPrefixes);
+  EXPECT_EQ(publish_capacity(512, 16, 0), kMaxPublishedPrefixes);
+  // Absurd scrapes do not overflow.
+  EXPECT_EQ(publish_capacity(UINT64_MAX, UINT32_MAX, 64), kMaxPublishedPrefixes);
+}
+
+TEST(KvPressure, BelowFivePercentFreeOfAKnownPool) {
+  EXPECT_TRUE(under_kv_pressure(1000, 49));
+  EXPECT_FALSE(under_kv_pressure(1000, 50));
+  EXPECT_FALSE(under_kv_pressure(1000, std::nullopt));
+  EXPECT_FALSE(under_kv_pressure(0, 0));
+}
+
+TEST(PublishedSet, FirstFlushPutsEveryNewDigestOnce) {
+  PublishedSet s(100);
+  s.touch(chain(0, 5));
+  s.touch(chain(3, 4));  // 3, 4 again; 5, 6 new
+  auto c = s.take_changes();
+  EXPECT_FALSE(c.clear_all);
+  EXPECT_EQ(as_set(c.puts), as_set(chain(0, 7)));
+  EXPECT_EQ(c.puts.size(), 7u);
+  EXPECT_TRUE(c.deletes.empty());
+  // Nothing changed since: an empty flush.
+  EXPECT_TRUE(s.take_changes().empty());
+  // Touching published digests again changes nothing in etcd.
+  s.touch(chain(0, 7));
+  EXPECT_TRUE(s.take_changes().empty());
+}
+
+TEST(PublishedSet, EvictsLeastRecentlyUsedAndDeletesOnlyPublishedKeys) {
+  PublishedSet s(4);
+  s.touch(chain(0, 4));
+  ASSERT_EQ(s.take_changes().puts.size(), 4u);
+  s.touch(chain(10, 2));  // two new: two oldest go
+  auto c = s.take_changes();
+  EXPECT_EQ(as_set(c.puts), as_set(chain(10, 2)));
+  // Within a chain the deepest digests are the oldest: 3 and 2 go, the roots 0 and 1 stay.
+  EXPECT_EQ(as_set(c.deletes), as_set({dg(2), dg(3)}));
+  EXPECT_TRUE(s.contains(dg(0)));
+  EXPECT_TRUE(s.contains(dg(1)));
+  // A digest added and evicted between two flushes never reaches etcd.
+  s.touch(chain(20, 4));
+  s.touch(chain(30, 4));
+  c = s.take_changes();
+  EXPECT_EQ(as_set(c.puts), as_set(chain(30, 4)));
+  EXPECT_EQ(as_set(c.deletes), as_set({dg(0), dg(1), dg(10), dg(11)}));
+}
+
+TEST(PublishedSet, RetouchedBeforeDeleteFlushedNeedsNoPutAndNoDelete) {
+  PublishedSet s(2);
+  s.touch(chain(0, 2));
+  (void)s.take_changes();
+  s.touch(chain(5, 1));  // evicts 1 (deepest of the first chain)
+  s.touch(chain(1, 1));  // 1 back: the key is still in etcd
+  auto c = s.take_changes();
+  EXPECT_EQ(as_set(c.puts), as_set({dg(5)}));
+  EXPECT_EQ(as_set(c.deletes), as_set({dg(0)}));
+}
+
+TEST(PublishedSet, CapacityShrinkAndPruneEvictOldestFirst) {
+  PublishedSet s(10);
+  for (uint32_t i = 0; i < 10; ++i) {
+    s.touch(chain(i, 1));  // 9 is the newest
+  }
+  (void)s.take_changes();
+  s.set_capacity(6);
+  EXPECT_EQ(s.size(), 6u);
+  EXPECT_EQ(s.prune_oldest(2), 2u);
+  EXPECT_EQ(s.entries(), (std::vector<Digest>{dg(9), dg(8), dg(7), dg(6)}));
+  auto c = s.take_changes();
+  EXPECT_EQ(as_set(c.deletes), as_set(chain(0, 6)));
+  EXPECT_EQ(s.prune_oldest(100), 4u);
+  EXPECT_EQ(s.size(), 0u);
+}
+
+TEST(PublishedSet, EpochClearDeletesEverythingAtOnce) {
+  PublishedSet s(10);
+  s.touch(chain(0, 5));
+  (void)s.take_changes();
+  s.touch(chain(7, 1));
+  s.clear();
+  s.touch(chain(100, 2));
+  auto c = s.take_changes();
+  EXPECT_TRUE(c.clear_all);
+  EXPECT_EQ(as_set(c.puts), as_set(chain(100, 2)));
+  EXPECT_TRUE(c.deletes.empty());  // the clear covers them
+  EXPECT_EQ(c.ops(), 3u);
+  EXPECT_FALSE(s.take_changes().clear_all);
+}
+
+TEST(PublishedSet, FailedFlushIsRetriedWithoutLossOrStaleDeletes) {
+  PublishedSet s(3);
+  s.touch(chain(0, 3));
+  (void)s.take_changes();
+  s.touch(chain(10, 2));  // evicts 2, 1
+  auto failed = s.take_changes();
+  ASSERT_EQ(as_set(failed.puts), as_set(chain(10, 2)));
+  ASSERT_EQ(as_set(failed.deletes), as_set({dg(1), dg(2)}));
+  // Meanwhile: 1 comes back (its key is still in etcd since the delete failed), 11 is evicted.
+  s.touch(chain(1, 1));
+  s.touch(chain(20, 1));
+  s.restore_changes(failed);
+  auto retry = s.take_changes();
+  // 10 is still held and was never written; 11's put never landed so it needs no delete; 2
+  // is still to delete; 1 is held again and must not be deleted.
+  EXPECT_TRUE(std::find(retry.puts.begin(), retry.puts.end(), dg(10)) != retry.puts.end());
+  EXPECT_TRUE(std::find(retry.deletes.begin(), retry.deletes.end(), dg(11)) == retry.deletes.end());
+  EXPECT_TRUE(std::find(retry.deletes.begin(), retry.deletes.end(), dg(2)) != retry.deletes.end());
+  EXPECT_TRUE(std::find(retry.deletes.begin(), retry.deletes.end(), dg(1)) == retry.deletes.end());
+  for (const Digest& d : s.entries()) {
+    const bool put = std::find(retry.puts.begin(), retry.puts.end(), d) != retry.puts.end();
+    const bool deleted = std::find(retry.deletes.begin(), retry.deletes.end(), d) != retry.deletes.end();
+    EXPECT_FALSE(put && deleted);
+  }
+}
+
+TEST(PublishedSet, FailedClearIsRetried) {
+  PublishedSet s(3);
+  s.touch(chain(0, 3));
+  (void)s.take_changes();
+  s.clear();
+  auto failed = s.take_changes();
+  ASSERT_TRUE(failed.clear_all);
+  s.restore_changes(failed);
+  EXPECT_TRUE(s.take_changes().clear_all);
+}
+
+TEST(PublishedSet, MarkUnpublishedRepublishesTheWholeSet) {
+  PublishedSet s(5);
+  s.touch(chain(0, 5));
+  (void)s.take_changes();
+  s.touch(chain(9, 1));  // evicts 4: a pending delete
+  s.mark_unpublished();
+  auto c = s.take_changes();
+  EXPECT_EQ(as_set(c.puts), as_set(s.entries()));
+  EXPECT_EQ(c.puts.size(), 5u);
+  EXPECT_TRUE(c.deletes.empty());
+}
+
+}  // namespace
+}  // namespace cgn::agent
