@@ -1,0 +1,446 @@
+#include "agent/agent_proxy.h"
+
+#include <boost/asio/io_context.hpp>
+#include <cctype>
+#include <charconv>
+#include <optional>
+#include <nlohmann/json.hpp>
+
+#include "core/digest.h"
+#include "core/log.h"
+#include "core/openai_error.h"
+
+namespace cgn::agent {
+
+namespace asio = boost::asio;
+using http::Exchange;
+using http::HttpError;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool starts_with_ci(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
+}
+
+// RFC 9110 §7.6.1 hop-by-hop fields, plus the framing the server and client set themselves.
+bool hop_by_hop(std::string_view name) {
+  for (std::string_view h :
+       {"connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
+        "trailer", "transfer-encoding", "upgrade", "content-length", "host"}) {
+    if (iequals(name, h)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Bounded label values (DESIGN.md §10): never the raw path.
+std::string_view endpoint_label(std::string_view path) {
+  if (path == "/v1/chat/completions") {
+    return "chat";
+  }
+  if (path == "/v1/completions") {
+    return "completions";
+  }
+  if (path == "/v1/embeddings") {
+    return "embeddings";
+  }
+  if (path == "/v1/models") {
+    return "models";
+  }
+  return "other";
+}
+
+std::optional<int64_t> header_ms(const http::Fields& f, std::string_view name) {
+  auto it = f.find(name);
+  if (it == f.end()) {
+    return std::nullopt;
+  }
+  std::string_view v = it->value();
+  int64_t out = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || p != v.data() + v.size() || out <= 0) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+// --- pure helpers ------------------------------------------------------------------------------
+
+void StreamedReply::add_event(std::string_view data) {
+  if (data.empty() || data.front() != '{') {
+    return;
+  }
+  auto j = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    return;
+  }
+  auto choices = j.find("choices");
+  if (choices == j.end() || !choices->is_array() || choices->empty() || !(*choices)[0].is_object()) {
+    return;
+  }
+  const auto& choice = (*choices)[0];
+  auto delta = choice.find("delta");
+  if (delta == choice.end() || !delta->is_object()) {
+    return;
+  }
+  if (auto c = delta->find("content"); c != delta->end() && c->is_string()) {
+    reply_.content += c->get_ref<const std::string&>();
+  }
+  auto calls = delta->find("tool_calls");
+  if (calls == delta->end() || !calls->is_array()) {
+    return;
+  }
+  for (const auto& call : *calls) {
+    if (!call.is_object()) {
+      continue;
+    }
+    size_t index = reply_.tool_calls.size();
+    if (auto i = call.find("index"); i != call.end() && i->is_number_unsigned()) {
+      index = i->get<size_t>();
+    }
+    if (index > 256) {
+      continue;  // the canonical form bounds tool calls per message the same way
+    }
+    if (index >= reply_.tool_calls.size()) {
+      reply_.tool_calls.resize(index + 1);
+    }
+    auto fn = call.find("function");
+    if (fn == call.end() || !fn->is_object()) {
+      continue;
+    }
+    if (auto n = fn->find("name"); n != fn->end() && n->is_string()) {
+      reply_.tool_calls[index].name += n->get_ref<const std::string&>();
+    }
+    if (auto a = fn->find("arguments"); a != fn->end() && a->is_string()) {
+      reply_.tool_calls[index].arguments += a->get_ref<const std::string&>();
+    }
+  }
+}
+
+std::vector<Digest> completion_digests(std::string_view path, std::string_view request_body,
+                                       const AssistantReply* reply, uint32_t block_bytes) {
+  std::vector<Digest> out;
+  Endpoint ep;
+  if (path == "/v1/chat/completions") {
+    ep = Endpoint::kChat;
+  } else if (path == "/v1/completions") {
+    ep = Endpoint::kCompletions;
+  } else {
+    return out;
+  }
+  if (!valid_block_bytes(block_bytes)) {
+    return out;
+  }
+  auto pr = parse_openai_request(ep, request_body);
+  if (!pr) {
+    return out;
+  }
+  std::string canonical = std::move(pr->canonical_prompt);
+  if (ep == Endpoint::kChat && reply != nullptr) {
+    append_assistant_message(canonical, reply->content, reply->tool_calls);
+  }
+  pr->canonical_prompt.clear();
+  const Digest seed = make_digest_seed(digest_seed_fields(*pr));
+  compute_prefix_digests(seed, canonical, block_bytes, out);
+  return out;
+}
+
+// --- the proxy ---------------------------------------------------------------------------------
+
+struct AgentProxy::Impl {
+  AgentProxy* owner;
+  AgentProxyOptions options;
+  HealthSource health;
+  PrefixRecorder recorder;
+  log::Logger log = log::get("agent.proxy");
+  std::unique_ptr<http::Server> server;
+  std::vector<std::unique_ptr<http::HttpClient>> clients;  // one per worker
+
+  metrics::CounterFamily* requests = nullptr;
+  metrics::HistogramFamily* duration = nullptr;
+  metrics::CounterFamily* upstream_errors = nullptr;
+  metrics::Counter chains;
+
+  asio::awaitable<void> proxy(Exchange& ex);
+  asio::awaitable<void> health_route(Exchange& ex);
+  asio::awaitable<void> metrics_route(Exchange& ex);
+  void done(std::string_view ep, unsigned code, Clock::time_point start) {
+    requests->with({std::string(ep), std::to_string(code)}).inc();
+    duration->with({std::string(ep)}).observe(seconds_since(start));
+  }
+  void record(std::string_view path, std::string_view body, const AssistantReply* reply) {
+    auto chain = completion_digests(path, body, reply, options.block_bytes);
+    if (!chain.empty()) {
+      recorder(chain);
+      chains.inc();
+      owner->chains_recorded_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+};
+
+AgentProxy::AgentProxy(AgentProxyOptions options, HealthSource health, PrefixRecorder recorder)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->owner = this;
+  impl_->options = std::move(options);
+  impl_->health = std::move(health);
+  impl_->recorder = std::move(recorder);
+  auto& reg = registry_;
+  impl_->requests = &reg.counter("cgn_agent_requests_total",
+                                 "Requests the agent proxied, by endpoint and status.", {"endpoint", "code"});
+  impl_->duration = &reg.histogram("cgn_agent_request_duration_seconds",
+                                   "Time from request to the last byte relayed, by endpoint.", {"endpoint"});
+  impl_->upstream_errors =
+      &reg.counter("cgn_agent_upstream_errors_total",
+                   "Engine requests that failed before an answer, by reason.", {"reason"});
+  impl_->chains = reg.counter("cgn_agent_prefix_chains_recorded_total",
+                              "Completed requests whose prefix digests entered the published set.")
+                      .with({});
+}
+
+AgentProxy::~AgentProxy() {
+  stop(std::chrono::milliseconds(0));
+}
+
+uint16_t AgentProxy::port() const {
+  return impl_->server ? impl_->server->port() : 0;
+}
+
+http::HttpResult<uint16_t> AgentProxy::start() {
+  Impl& im = *impl_;
+  http::ServerConfig sc;
+  sc.host = im.options.host;
+  sc.port = im.options.port;
+  sc.threads = std::max<size_t>(1, im.options.threads);
+  sc.limits.max_body_bytes = im.options.max_body_bytes;
+  http::RouteTable routes;
+  routes.get("/health", [&im](Exchange& ex) { return im.health_route(ex); });
+  routes.get("/metrics", [&im](Exchange& ex) { return im.metrics_route(ex); });
+  routes.set_fallback([&im](Exchange& ex) { return im.proxy(ex); });
+  im.server = std::make_unique<http::Server>(sc, std::move(routes));
+  http::ClientConfig cc;
+  cc.timeouts.connect = im.options.connect_timeout;
+  cc.timeouts.idle = im.options.idle_timeout;
+  cc.timeouts.header = im.options.request_timeout;
+  cc.timeouts.body = im.options.request_timeout;
+  for (size_t i = 0; i < im.server->worker_count(); ++i) {
+    im.clients.push_back(std::make_unique<http::HttpClient>(im.server->worker_context(i), cc));
+  }
+  return im.server->start();
+}
+
+void AgentProxy::stop(std::chrono::milliseconds grace) {
+  if (impl_ && impl_->server) {
+    impl_->server->stop(grace);
+  }
+}
+
+asio::awaitable<void> AgentProxy::Impl::health_route(Exchange& ex) {
+  const EngineHealth h = health ? health() : EngineHealth{};
+  std::string body = R"({"status":")";
+  body += h.ready ? "ok" : "unavailable";
+  body += R"(","engine":")";
+  append_json_escaped(body, h.state);
+  body += R"(","node":")";
+  append_json_escaped(body, options.node_id);
+  body += "\"}";
+  co_await ex.respond(http::make_response(h.ready ? 200 : 503, std::move(body)));
+}
+
+asio::awaitable<void> AgentProxy::Impl::metrics_route(Exchange& ex) {
+  std::string text = owner->registry_.render();
+  if (!options.engine_metrics_path.empty()) {
+    http::Request r{http::Verb::get, options.engine_metrics_path, 11};
+    http::ClientTimeouts t;
+    t.connect = options.connect_timeout;
+    t.header = std::chrono::milliseconds(2000);
+    t.body = std::chrono::milliseconds(2000);
+    auto res = co_await clients[ex.worker_index()]->send(options.engine, std::move(r), t);
+    if (res && res->result_int() == 200) {
+      if (!text.empty() && text.back() != '\n') {
+        text += '\n';
+      }
+      text += res->body();
+    }
+  }
+  co_await ex.respond(http::make_response(200, std::move(text), metrics::Registry::kContentType));
+}
+
+asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
+  const auto start = Clock::now();
+  http::Request& req = ex.request();
+  const std::string path(http::path_of(req.target()));
+  const std::string_view ep = endpoint_label(path);
+  if (!path.starts_with("/v1/")) {
+    co_await ex.respond_error(
+        not_found("Unknown path '" + path + "': the agent serves /v1/*, /health and /metrics"));
+    done("other", 404, start);
+    co_return;
+  }
+  const bool want_digests = static_cast<bool>(recorder) && req.method() == http::Verb::post &&
+                            (ep == "chat" || ep == "completions");
+
+  http::Request up{req.method(), req.target(), 11};
+  for (const auto& f : req) {
+    if (!hop_by_hop(f.name_string())) {
+      up.insert(f.name_string(), f.value());
+    }
+  }
+  // The request body is kept for the digests (computed after the answer); copied only then.
+  if (want_digests) {
+    up.body() = req.body();
+  } else {
+    up.body() = std::move(req.body());
+  }
+  up.prepare_payload();
+
+  http::ClientTimeouts t;
+  t.connect = options.connect_timeout;
+  t.idle = options.idle_timeout;
+  t.header = options.request_timeout;
+  t.body = options.request_timeout;
+  if (auto ms = header_ms(req, "X-CGN-Deadline-Ms")) {
+    const auto d = std::chrono::milliseconds(std::min<int64_t>(*ms, options.request_timeout.count()));
+    t.header = d;
+    t.body = d;
+  }
+
+  auto& client = *clients[ex.worker_index()];
+  auto stream = co_await client.stream(options.engine, std::move(up), t);
+  if (!ex.client_open()) {
+    done(ep, 499, start);
+    co_return;
+  }
+  if (!stream) {
+    const auto& err = stream.error();
+    const bool timeout = err.code == HttpError::timeout;
+    upstream_errors
+        ->with({timeout ? "timeout" : (err.code == HttpError::connect_failed ? "connect" : "closed")})
+        .inc();
+    const EngineHealth h = health ? health() : EngineHealth{};
+    ApiError e = timeout   ? gateway_timeout("The engine timed out: " + err.message)
+                 : h.ready ? bad_gateway("The engine failed: " + err.message)
+                           : service_unavailable("The engine is not ready (" + h.state + "): " + err.message,
+                                                 "engine_not_ready");
+    const unsigned code = e.status;
+    co_await ex.respond_error(e);
+    done(ep, code, start);
+    co_return;
+  }
+
+  const unsigned status = stream->status();
+  http::Fields headers;
+  for (const auto& f : stream->headers()) {
+    if (!hop_by_hop(f.name_string())) {
+      headers.insert(f.name_string(), f.value());
+    }
+  }
+  const bool sse = starts_with_ci(stream->headers()[http::Field::content_type], "text/event-stream");
+  const bool sized = stream->headers().find(http::Field::content_length) != stream->headers().end();
+
+  if (!sse && sized) {
+    auto body = co_await stream->read_all();
+    if (!body) {
+      upstream_errors->with({"closed"}).inc();
+      if (ex.client_open()) {
+        co_await ex.respond_error(bad_gateway("The engine failed mid-answer: " + body.error().message));
+      }
+      done(ep, 502, start);
+      co_return;
+    }
+    std::optional<AssistantReply> reply;
+    if (want_digests && status == 200 && ep == "chat") {
+      auto parsed = parse_chat_completion_reply(*body);
+      if (parsed) {
+        reply = std::move(*parsed);
+      }
+    }
+    http::Response res{static_cast<http::beast_http::status>(status), 11};
+    for (const auto& f : headers) {
+      res.insert(f.name_string(), f.value());
+    }
+    res.body() = std::move(*body);
+    res.prepare_payload();
+    auto sent = co_await ex.respond(std::move(res));
+    done(ep, sent.ok() ? status : 499, start);
+    if (want_digests && status == 200 && sent.ok()) {
+      record(path, req.body(), reply ? &*reply : nullptr);
+    }
+    co_return;
+  }
+
+  if (!sse) {
+    // Raw streamed body (chunked or until close): relay each piece as it arrives.
+    bool ok = (co_await ex.begin_stream(status, std::move(headers))).ok();
+    while (ok) {
+      auto piece = co_await stream->read_some();
+      if (!piece) {
+        ex.abort();
+        ok = false;
+        break;
+      }
+      if (piece->empty()) {
+        break;
+      }
+      ok = (co_await ex.write(*piece)).ok();
+    }
+    if (ok) {
+      (void)co_await ex.end_stream();
+    }
+    done(ep, ok ? status : 499, start);
+    co_return;
+  }
+
+  // SSE: one event per write, flushed as it comes.
+  StreamedReply acc;
+  const bool accumulate = want_digests && status == 200 && ep == "chat";
+  bool ok = (co_await ex.begin_stream(status, std::move(headers))).ok();
+  bool clean_end = false;
+  while (ok) {
+    auto ev = co_await stream->next_event();
+    if (!ev) {
+      if (ex.client_open()) {
+        CGN_LOG_WARN(log, "engine failed mid-stream", log::kv("error", ev.error().message));
+      }
+      ex.abort();  // the client sees a truncated stream, never a fake end
+      ok = false;
+      break;
+    }
+    if (!ev->has_value()) {
+      clean_end = true;
+      break;
+    }
+    if (accumulate) {
+      acc.add_event((*ev)->data);
+    }
+    ok = (co_await ex.write_event(**ev)).ok();
+  }
+  if (ok) {
+    (void)co_await ex.end_stream();
+  }
+  done(ep, ok ? status : 499, start);
+  if (ok && clean_end && want_digests && status == 200) {
+    record(path, req.body(), accumulate ? &acc.reply() : nullptr);
+  }
+}
+
+}  // namespace cgn::agent

@@ -1,0 +1,104 @@
+// The agent's data path (DESIGN.md §3): an HTTP server in front of the engine. Requests under
+// /v1/ are forwarded to the engine with their body untouched (hop-by-hop headers dropped);
+// answers come back as they are, SSE relayed one event per write, other streamed bodies piece
+// by piece. A client that goes away cancels the engine request (the client's operations run in
+// the handler's coroutine). /health answers from the supervisor's view of the engine;
+// /metrics serves the agent's own metrics and, optionally, the engine's exposition after them.
+//
+// After a successful chat or completions request (status 200 and, for a stream, a clean end)
+// the proxy computes the request's prefix digests and those of request + generated reply
+// (append_assistant_message; for streams the content and tool-call deltas are accumulated) and
+// hands the chain to the recorder (the etcd publisher's live KV prefix set). The digests are
+// computed after the last byte went to the client, so they add nothing to the request's latency.
+//
+// Threads: the HTTP server's workers; one HttpClient (engine connection pool) per worker, used
+// only there. The recorder and health callbacks are called from workers and must be
+// thread-safe. start()/stop() belong to the owner.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/canonical.h"
+#include "core/digest_types.h"
+#include "core/http/client.h"
+#include "core/http/server.h"
+#include "core/metrics.h"
+
+namespace cgn::agent {
+
+struct EngineHealth {
+  bool ready = false;
+  std::string state;  // the supervisor's EngineState name: "ready", "starting", ...
+};
+
+struct AgentProxyOptions {
+  std::string host = "0.0.0.0";
+  uint16_t port = 9090;  // 0: the kernel picks (tests)
+  size_t threads = 2;
+  std::string node_id;
+  http::Upstream engine{"127.0.0.1", 8000, false};
+  std::string engine_metrics_path;  // relayed after the agent's own /metrics; empty: not relayed
+  uint32_t block_bytes = 256;       // digest block size ([router.routing] block_bytes)
+  std::chrono::milliseconds connect_timeout{2000};
+  // Whole-request bound when the router sends no X-CGN-Deadline-Ms.
+  std::chrono::milliseconds request_timeout{600000};
+  std::chrono::milliseconds idle_timeout{60000};  // gap between streamed pieces
+  size_t max_body_bytes = 16 * 1024 * 1024;
+};
+
+using PrefixRecorder = std::function<void(std::span<const Digest>)>;
+using HealthSource = std::function<EngineHealth()>;
+
+class AgentProxy {
+ public:
+  // recorder may be empty (no state backend publishes prefixes): no digests are computed.
+  AgentProxy(AgentProxyOptions options, HealthSource health, PrefixRecorder recorder);
+  ~AgentProxy();
+  AgentProxy(const AgentProxy&) = delete;
+  AgentProxy& operator=(const AgentProxy&) = delete;
+
+  // Binds and starts the workers; returns the bound port.
+  http::HttpResult<uint16_t> start();
+  // Stops accepting; in-flight requests and streams may finish for `grace`.
+  void stop(std::chrono::milliseconds grace);
+  uint16_t port() const;
+
+  // The agent's metric registry (the owner may add families and collect callbacks).
+  metrics::Registry& registry() { return registry_; }
+  // Prefix chains handed to the recorder so far.
+  uint64_t chains_recorded() const { return chains_recorded_.load(std::memory_order_relaxed); }
+
+  struct Impl;
+
+ private:
+  metrics::Registry registry_;
+  std::unique_ptr<Impl> impl_;
+  std::atomic<uint64_t> chains_recorded_{0};
+};
+
+// --- pure helpers, exposed for tests ---------------------------------------------------------
+
+// Accumulates the assistant reply of a streamed chat completion from its SSE data payloads
+// (choices[0].delta.content, delta.tool_calls[i].function.{name,arguments}). Not thread-safe.
+class StreamedReply {
+ public:
+  // One event's data; ignores anything that is not a JSON chunk (e.g. "[DONE]").
+  void add_event(std::string_view data);
+  const AssistantReply& reply() const { return reply_; }
+
+ private:
+  AssistantReply reply_;
+};
+
+// The digest chain of a completed request on `path`: chat (with `reply` appended when given)
+// or completions; empty for other paths or a body that does not parse.
+std::vector<Digest> completion_digests(std::string_view path, std::string_view request_body,
+                                       const AssistantReply* reply, uint32_t block_bytes);
+
+}  // namespace cgn::agent

@@ -1,0 +1,362 @@
+// AgentProxy on loopback: in front of the real simulator (cgn-engine-sim) for replies and
+// digests, and in front of a small in-process upstream where a test must see exactly what the
+// engine received (body untouched, hop-by-hop headers dropped, disconnect cancelling).
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "agent/agent_proxy.h"
+#include "core/canonical.h"
+#include "core/http/server.h"
+#include "testing/process.h"
+
+namespace cgn::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using cgn::testing::wait_until;
+namespace asio = boost::asio;
+
+template <class T>
+asio::awaitable<std::optional<T>> wrap(asio::awaitable<T> aw) {
+  co_return co_await std::move(aw);
+}
+
+// Runs a coroutine to completion on a private io_context (co_spawn's future needs a
+// default-constructible value, hence the optional).
+template <class T>
+T run_on(asio::io_context& ctx, asio::awaitable<T> aw) {
+  auto fut = asio::co_spawn(ctx, wrap(std::move(aw)), asio::use_future);
+  ctx.restart();
+  while (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    ctx.run_one_for(std::chrono::milliseconds(50));
+  }
+  return *fut.get();
+}
+
+struct Recorder {
+  std::mutex mu;
+  std::vector<std::vector<Digest>> chains;
+  PrefixRecorder fn() {
+    return [this](std::span<const Digest> c) {
+      std::lock_guard lock(mu);
+      chains.emplace_back(c.begin(), c.end());
+    };
+  }
+  size_t size() {
+    std::lock_guard lock(mu);
+    return chains.size();
+  }
+  std::vector<Digest> last() {
+    std::lock_guard lock(mu);
+    return chains.back();
+  }
+};
+
+class Sim {
+ public:
+  Sim() {
+    const std::string port_file = dir_.file("port");
+    proc_ = std::make_unique<cgn::testing::Process>(std::vector<std::string>{
+        cgn::testing::bin_path("cgn-engine-sim"), "--flavor", "vllm", "--model", "m", "--port", "0",
+        "--port-file", port_file, "--time-scale", "0.01", "--mode", "echo"});
+    port_ = cgn::testing::wait_for_port_file(port_file, 20s);
+  }
+  uint16_t port() const { return static_cast<uint16_t>(port_); }
+
+ private:
+  cgn::testing::TempDir dir_;
+  std::unique_ptr<cgn::testing::Process> proc_;
+  int port_ = 0;
+};
+
+struct Harness {
+  Harness(uint16_t engine_port, PrefixRecorder rec, std::string metrics_path = "/metrics") {
+    AgentProxyOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.node_id = "n1";
+    o.engine = http::Upstream{"127.0.0.1", engine_port, false};
+    o.engine_metrics_path = std::move(metrics_path);
+    proxy = std::make_unique<AgentProxy>(
+        o,
+        [this] {
+          return EngineHealth{ready.load(), ready.load() ? "ready" : "starting"};
+        },
+        std::move(rec));
+    auto p = proxy->start();
+    EXPECT_TRUE(p.ok());
+    port = p.ok() ? *p : 0;
+  }
+  ~Harness() { proxy->stop(0ms); }
+  http::HttpResult<http::Response> post(const std::string& path, const std::string& body,
+                                        http::Fields extra = {}) {
+    http::Request r{http::Verb::post, path, 11};
+    r.set(http::Field::content_type, "application/json");
+    for (const auto& f : extra) {
+      r.insert(f.name_string(), f.value());
+    }
+    r.body() = body;
+    r.prepare_payload();
+    return run_on(ctx, client.send(http::Upstream{"127.0.0.1", port, false}, std::move(r)));
+  }
+  http::HttpResult<http::Response> get(const std::string& path) {
+    http::Request r{http::Verb::get, path, 11};
+    return run_on(ctx, client.send(http::Upstream{"127.0.0.1", port, false}, std::move(r)));
+  }
+  std::atomic<bool> ready{true};
+  std::unique_ptr<AgentProxy> proxy;
+  uint16_t port = 0;
+  asio::io_context ctx;
+  http::HttpClient client{ctx};
+};
+
+std::vector<Digest> digests_of(std::string_view path, const std::string& body) {
+  return completion_digests(path, body, nullptr, 256);
+}
+
+bool is_prefix(const std::vector<Digest>& a, const std::vector<Digest>& b) {
+  return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+std::string long_text(const std::string& seed) {
+  std::string s;
+  while (s.size() < 1500) {
+    s += seed + " the quick brown fox jumps over the lazy dog. ";
+  }
+  return s;
+}
+
+nlohmann::json chat_body(const nlohmann::json& messages, bool stream) {
+  nlohmann::json b = {{"model", "m"}, {"messages", messages}, {"max_tokens", 300}};
+  if (stream) {
+    b["stream"] = true;
+  }
+  return b;
+}
+
+TEST(AgentProxy, buffered_chat_is_relayed_and_its_digests_cover_the_next_turn) {
+  Sim sim;
+  Recorder rec;
+  Harness h(sim.port(), rec.fn());
+  nlohmann::json messages = {{{"role", "system"}, {"content", long_text("system")}},
+                             {{"role", "user"}, {"content", long_text("question")}}};
+  auto res = h.post("/v1/chat/completions", chat_body(messages, false).dump());
+  ASSERT_TRUE(res.ok()) << res.error().message;
+  ASSERT_EQ(res->result_int(), 200u) << res->body();
+  auto j = nlohmann::json::parse(res->body());
+  const std::string reply = j["choices"][0]["message"]["content"];
+  ASSERT_FALSE(reply.empty());
+  ASSERT_TRUE(wait_until([&] { return rec.size() == 1; }, 5s));
+  const auto recorded = rec.last();
+  const auto request_only = digests_of("/v1/chat/completions", chat_body(messages, false).dump());
+  // The reply extends the chain: more digests than the request alone, which are its prefix.
+  EXPECT_GT(recorded.size(), request_only.size());
+  EXPECT_TRUE(is_prefix(request_only, recorded));
+  // Turn N+1 (the reply sent back as an assistant message) starts with every recorded digest.
+  messages.push_back({{"role", "assistant"}, {"content", reply}});
+  messages.push_back({{"role", "user"}, {"content", "and then?"}});
+  EXPECT_TRUE(is_prefix(recorded, digests_of("/v1/chat/completions", chat_body(messages, false).dump())));
+}
+
+TEST(AgentProxy, streamed_chat_is_relayed_per_event_and_deltas_make_the_reply_digests) {
+  Sim sim;
+  Recorder rec;
+  Harness h(sim.port(), rec.fn());
+  nlohmann::json messages = {{{"role", "user"}, {"content", long_text("stream")}}};
+  http::Request r{http::Verb::post, "/v1/chat/completions", 11};
+  r.set(http::Field::content_type, "application/json");
+  r.body() = chat_body(messages, true).dump();
+  r.prepare_payload();
+  auto s = run_on(h.ctx, h.client.stream(http::Upstream{"127.0.0.1", h.port, false}, std::move(r)));
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->status(), 200u);
+  EXPECT_TRUE(std::string(s->headers()[http::Field::content_type]).starts_with("text/event-stream"));
+  std::string content;
+  size_t events = 0;
+  bool done = false;
+  while (true) {
+    auto ev = run_on(h.ctx, s->next_event());
+    ASSERT_TRUE(ev.ok()) << ev.error().message;
+    if (!ev->has_value()) {
+      break;
+    }
+    ++events;
+    if ((*ev)->is_done()) {
+      done = true;
+      continue;
+    }
+    auto j = nlohmann::json::parse((*ev)->data);
+    if (!j["choices"].empty() && j["choices"][0]["delta"].contains("content") &&
+        j["choices"][0]["delta"]["content"].is_string()) {
+      content += j["choices"][0]["delta"]["content"].get<std::string>();
+    }
+  }
+  EXPECT_TRUE(done);
+  EXPECT_GT(events, 3u);
+  ASSERT_TRUE(wait_until([&] { return rec.size() == 1; }, 5s));
+  messages.push_back({{"role", "assistant"}, {"content", content}});
+  messages.push_back({{"role", "user"}, {"content", "more"}});
+  const auto next = digests_of("/v1/chat/completions", chat_body(messages, false).dump());
+  const auto recorded = rec.last();
+  EXPECT_TRUE(is_prefix(recorded, next));
+  EXPECT_GT(recorded.size(),
+            digests_of("/v1/chat/completions", chat_body({messages[0]}, false).dump()).size());
+}
+
+TEST(AgentProxy, completions_record_the_prompt_and_failures_record_nothing) {
+  Sim sim;
+  Recorder rec;
+  Harness h(sim.port(), rec.fn());
+  const std::string body =
+      nlohmann::json{{"model", "m"}, {"prompt", long_text("p")}, {"max_tokens", 4}}.dump();
+  auto res = h.post("/v1/completions", body);
+  ASSERT_TRUE(res.ok());
+  ASSERT_EQ(res->result_int(), 200u);
+  ASSERT_TRUE(wait_until([&] { return rec.size() == 1; }, 5s));
+  EXPECT_EQ(rec.last(), digests_of("/v1/completions", body));
+  // A wrong model (404 from vLLM) and an engine error: relayed, nothing recorded.
+  auto bad = h.post("/v1/completions", nlohmann::json{{"model", "other"}, {"prompt", "x"}}.dump());
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->result_int(), 404u);
+  http::Fields fault;
+  fault.set("X-Sim-Fault", "error=500");
+  auto err = h.post("/v1/completions", body, fault);
+  ASSERT_TRUE(err.ok());
+  EXPECT_EQ(err->result_int(), 500u);
+  // Embeddings are relayed but hold no KV prefix.
+  auto emb = h.post("/v1/embeddings", nlohmann::json{{"model", "m"}, {"input", "hi"}}.dump());
+  ASSERT_TRUE(emb.ok());
+  EXPECT_EQ(emb->result_int(), 200u);
+  EXPECT_EQ(rec.size(), 1u);
+  EXPECT_EQ(h.proxy->chains_recorded(), 1u);
+}
+
+TEST(AgentProxy, health_follows_the_engine_and_metrics_include_the_engines) {
+  Sim sim;
+  Harness h(sim.port(), nullptr);
+  auto ok = h.get("/health");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->result_int(), 200u);
+  EXPECT_NE(ok->body().find(R"("engine":"ready")"), std::string::npos);
+  h.ready = false;
+  auto down = h.get("/health");
+  ASSERT_TRUE(down.ok());
+  EXPECT_EQ(down->result_int(), 503u);
+  EXPECT_NE(down->body().find(R"("engine":"starting")"), std::string::npos);
+  ASSERT_TRUE(
+      h.post("/v1/completions", nlohmann::json{{"model", "m"}, {"prompt", "x"}, {"max_tokens", 2}}.dump())
+          .ok());
+  auto m = h.get("/metrics");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->result_int(), 200u);
+  EXPECT_NE(m->body().find(R"(cgn_agent_requests_total{endpoint="completions",code="200"} 1)"),
+            std::string::npos)
+      << m->body().substr(0, 2000);
+  EXPECT_NE(m->body().find("vllm:num_requests_running"), std::string::npos);
+  EXPECT_EQ(h.get("/nope")->result_int(), 404u);
+}
+
+TEST(AgentProxy, engine_down_is_503_while_not_ready_and_502_once_ready) {
+  const auto dead_port = static_cast<uint16_t>(cgn::testing::free_port());
+  Harness h(dead_port, nullptr);
+  h.ready = false;
+  auto r = h.post("/v1/completions", "{}");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->result_int(), 503u);
+  EXPECT_NE(r->body().find("engine_not_ready"), std::string::npos);
+  h.ready = true;
+  r = h.post("/v1/completions", "{}");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->result_int(), 502u);
+}
+
+// An upstream that records what it received and streams until its client goes away.
+struct EchoUpstream {
+  EchoUpstream() {
+    http::RouteTable routes;
+    routes.post("/v1/echo", [this](http::Exchange& ex) -> asio::awaitable<void> {
+      {
+        std::lock_guard lock(mu);
+        body = ex.request().body();
+        for (const auto& f : ex.request()) {
+          headers[std::string(f.name_string())] = std::string(f.value());
+        }
+      }
+      co_await ex.respond(http::make_response(200, "{\"ok\":true}"));
+    });
+    routes.post("/v1/chat/completions", [this](http::Exchange& ex) -> asio::awaitable<void> {
+      (void)co_await ex.begin_sse();
+      asio::steady_timer t(co_await asio::this_coro::executor);
+      for (int i = 0; i < 2000 && ex.client_open(); ++i) {
+        http::SseEvent e;
+        e.data = R"({"choices":[{"index":0,"delta":{"content":"x"}}]})";
+        if (!(co_await ex.write_event(e)).ok()) {
+          break;
+        }
+        t.expires_after(5ms);
+        boost::system::error_code ec;
+        co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
+      gone = !ex.client_open();
+    });
+    server = std::make_unique<http::Server>(http::ServerConfig{}, std::move(routes));
+    port = *server->start();
+  }
+  ~EchoUpstream() { server->stop(0ms); }
+  std::mutex mu;
+  std::string body;
+  std::map<std::string, std::string> headers;
+  std::atomic<bool> gone{false};
+  std::unique_ptr<http::Server> server;
+  uint16_t port = 0;
+};
+
+TEST(AgentProxy, body_is_forwarded_byte_for_byte_without_hop_by_hop_headers) {
+  EchoUpstream up;
+  Harness h(up.port, nullptr, "");
+  const std::string body = "{\"model\": \"m\",   \"odd\" : [1, 2.50, \"\\u00e9\"]}\n";
+  http::Fields extra;
+  extra.set("X-CGN-Request-Id", "req-1");
+  extra.set("Proxy-Authorization", "secret");
+  extra.set("Keep-Alive", "timeout=5");
+  auto r = h.post("/v1/echo", body, extra);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->result_int(), 200u);
+  EXPECT_EQ(r->body(), "{\"ok\":true}");
+  std::lock_guard lock(up.mu);
+  EXPECT_EQ(up.body, body);
+  EXPECT_EQ(up.headers["X-CGN-Request-Id"], "req-1");
+  EXPECT_FALSE(up.headers.contains("Proxy-Authorization"));
+  EXPECT_FALSE(up.headers.contains("Keep-Alive"));
+}
+
+TEST(AgentProxy, client_disconnect_cancels_the_engine_stream) {
+  EchoUpstream up;
+  Recorder rec;
+  Harness h(up.port, rec.fn(), "");
+  {
+    http::Request r{http::Verb::post, "/v1/chat/completions", 11};
+    r.body() = R"({"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]})";
+    r.prepare_payload();
+    auto s = run_on(h.ctx, h.client.stream(http::Upstream{"127.0.0.1", h.port, false}, std::move(r)));
+    ASSERT_TRUE(s.ok());
+    auto ev = run_on(h.ctx, s->next_event());
+    ASSERT_TRUE(ev.ok());
+    ASSERT_TRUE(ev->has_value());
+  }  // the stream is dropped unread: its connection closes
+  EXPECT_TRUE(wait_until([&] { return up.gone.load(); }, 10s));
+  EXPECT_EQ(rec.size(), 0u);  // a cut stream is not a completion
+}
+
+}  // namespace
+}  // namespace cgn::agent
