@@ -77,7 +77,10 @@ struct ClientStream::State {
   beast_http::response_parser<beast_http::buffer_body> parser;
   ClientTimeouts timeouts;
   std::optional<SteadyTime> body_deadline;  // send(): the whole body
-  std::vector<char> scratch = std::vector<char>(kScratchBytes);
+  // Body bytes land here. Left uninitialised: the kernel only touches (makes resident) what a
+  // read fills, so 10,000 open SSE streams of a few hundred bytes per read do not each pay
+  // 16 KiB of RSS.
+  std::unique_ptr<char[]> scratch{new char[kScratchBytes]};
   SseParser sse;
 };
 
@@ -163,8 +166,8 @@ asio::awaitable<HttpResult<std::string_view>> ClientStream::read_some() {
   ClientConn* c = st.conn.get();
   for (;;) {
     auto& body = st.parser.get().body();
-    body.data = st.scratch.data();
-    body.size = st.scratch.size();
+    body.data = st.scratch.get();
+    body.size = kScratchBytes;
     SteadyTime deadline = std::chrono::steady_clock::now() + st.timeouts.idle;
     if (st.body_deadline && *st.body_deadline < deadline) {
       deadline = *st.body_deadline;
@@ -181,7 +184,7 @@ asio::awaitable<HttpResult<std::string_view>> ClientStream::read_some() {
       st.conn.reset();
       co_return err;
     }
-    const size_t got = st.scratch.size() - st.parser.get().body().size;
+    const size_t got = kScratchBytes - st.parser.get().body().size;
     if (st.parser.is_done()) {
       done_ = true;
       if (st.parser.keep_alive() && c->buf.size() == 0) {
@@ -191,7 +194,7 @@ asio::awaitable<HttpResult<std::string_view>> ClientStream::read_some() {
       }
     }
     if (got > 0 || done_) {
-      co_return std::string_view(st.scratch.data(), got);
+      co_return std::string_view(st.scratch.get(), got);
     }
   }
 }
