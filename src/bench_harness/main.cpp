@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "bench_harness/load_cmd.h"
 #include "bench_harness/report.h"
 
 namespace {
@@ -74,7 +75,11 @@ int main(int argc, char** argv) {
   sim->add_option("--json", out_json, "write the JSON report here");
   std::string plot_data;
   sim->add_option("--plot-data", plot_data, "write gnuplot tables PREFIX-headline.dat, PREFIX-sweep.dat");
+  const auto load_cmd = cgn::bench::add_load_command(app);  // `cgn-bench load` (load_cmd_main.cpp)
   CLI11_PARSE(app, argc, argv);
+  if (const int rc = load_cmd(); rc >= 0) {
+    return rc;
+  }
 
   bool ok = false;
   cgn::bench::SuiteOptions so;
