@@ -7,7 +7,8 @@
 //     send time as "cgn_bench_ns", then [DONE]; with --hold, after the first event it sends one
 //     every --interval-us (or nothing) until the client goes away;
 //   POST otherwise -> a fixed chat.completion JSON.
-// Pipelined requests are answered in order. Never reads more than it needs to frame a request.
+// Pipelined requests are answered in order; a read is always pending, so a client that leaves
+// mid-stream is noticed at once.
 #include <strings.h>
 #include <time.h>
 
