@@ -63,6 +63,27 @@ Result<AgentSetup, OptionsError> parse_agent_options(int argc, const char* const
   app.add_option("--grpc-port-file", s.grpc_port_file,
                  "write the bound gRPC port here once serving (for [agent] grpc_listen port 0)");
   app.add_option("--log-level", s.log_level, "trace, debug, info, warn, error, off");
+  std::string listen, node_id, state_backend, etcd_endpoints;
+  uint32_t publish_interval_ms = 0, lease_ttl_s = 0;
+  bool no_engine_metrics = false;
+  app.add_option("--listen", listen,
+                 "HOST:PORT of the agent's data path, /health and /metrics (default: [agent] listen)");
+  app.add_option(
+      "--advertise", s.advertise,
+      "HOST:PORT the router reaches this agent at, published in the node record (default: --listen, "
+      "with a wildcard host replaced by the host name)");
+  app.add_option("--node-id", node_id, "node id (default: [agent] node_id, else the host name)");
+  app.add_option(
+      "--state-backend", state_backend,
+      "static (publish nothing) or etcd (publish the record and live KV prefixes; default: [agent] "
+      "state_backend)");
+  app.add_option("--etcd-endpoints", etcd_endpoints,
+                 "comma-separated etcd endpoints (default: [state.etcd] endpoints)");
+  app.add_option("--publish-interval-ms", publish_interval_ms,
+                 "etcd: at most one KV-prefix txn per interval (default: [agent] publish_interval_ms, 250)");
+  app.add_option("--lease-ttl-s", lease_ttl_s,
+                 "etcd: heartbeat lease TTL (default: [state.etcd] lease_ttl_s, 5)");
+  app.add_flag("--no-engine-metrics", no_engine_metrics, "do not relay the engine's metrics on /metrics");
   app.add_flag("--print-command", s.print_command, "print the engine's command line and exit");
   app.add_flag("--print-record", s.print_record, "probe the GPU, print the node record and exit");
   try {
@@ -79,6 +100,53 @@ Result<AgentSetup, OptionsError> parse_agent_options(int argc, const char* const
     return make_error(OptionsError::kConfig, cfg.error().message);
   }
   s.config = std::move(*cfg);
+  auto& agent = s.config.agent;
+  if (!listen.empty()) {
+    if (listen.rfind(':') == std::string::npos) {
+      return make_error(OptionsError::kUsage, fmt::format("--listen \"{}\" is not HOST:PORT", listen));
+    }
+    agent.listen = listen;
+  }
+  if (!node_id.empty()) {
+    agent.node_id = node_id;
+  }
+  if (!state_backend.empty()) {
+    if (state_backend != "static" && state_backend != "etcd" && state_backend != "gossip") {
+      return make_error(
+          OptionsError::kUsage,
+          fmt::format("--state-backend \"{}\" is not one of static, etcd, gossip", state_backend));
+    }
+    agent.state_backend = state_backend;
+  }
+  if (!etcd_endpoints.empty()) {
+    s.config.state.etcd.endpoints.clear();
+    size_t pos = 0;
+    while (pos <= etcd_endpoints.size()) {
+      size_t comma = etcd_endpoints.find(',', pos);
+      if (comma == std::string::npos) {
+        comma = etcd_endpoints.size();
+      }
+      if (comma > pos) {
+        s.config.state.etcd.endpoints.push_back(etcd_endpoints.substr(pos, comma - pos));
+      }
+      pos = comma + 1;
+    }
+  }
+  if (publish_interval_ms != 0) {
+    if (publish_interval_ms < 10 || publish_interval_ms > 60000) {
+      return make_error(OptionsError::kUsage, "--publish-interval-ms must be in [10, 60000]");
+    }
+    agent.publish_interval_ms = publish_interval_ms;
+  }
+  if (lease_ttl_s != 0) {
+    if (lease_ttl_s < 2 || lease_ttl_s > 3600) {
+      return make_error(OptionsError::kUsage, "--lease-ttl-s must be in [2, 3600]");
+    }
+    s.config.state.etcd.lease_ttl_s = lease_ttl_s;
+  }
+  if (no_engine_metrics) {
+    agent.engine_metrics = false;
+  }
   if (s.driver.empty()) {
     s.driver = s.config.engine.kind;
   }

@@ -19,6 +19,7 @@ struct AgentSetup {
   LaunchOptions launch;
   std::string log_level;
   std::string grpc_port_file;  // --grpc-port-file: where to write the bound gRPC port (tests, port 0)
+  std::string advertise;       // --advertise: the address published in the node record (empty: derived)
   bool print_command = false;  // print the engine command line (env first) and exit
   bool print_record = false;   // probe the GPU, print the node record JSON and exit
   bool help = false;

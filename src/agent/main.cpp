@@ -1,6 +1,7 @@
-// cgn-agent: flags and configuration -> NodeAgent (engine supervisor + scrape loop) -> wait for
-// SIGTERM/SIGINT, then stop the engine gracefully. Publishing the record to a state backend and
-// the agent's HTTP/gRPC front are later slices of issue #6.
+// cgn-agent: flags and configuration -> NodeAgent (engine supervisor + scrape loop), the HTTP data
+// path in front of the engine (AgentProxy) and, with state_backend = "etcd", the publisher of the
+// node record and live KV prefixes (EtcdPublisher) -> wait for SIGTERM/SIGINT, then stop
+// accepting, revoke the lease and stop the engine gracefully.
 #include <unistd.h>
 
 #include <chrono>
@@ -8,13 +9,19 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <span>
 
 #include "agent/agent_grpc.h"
 #include "agent/agent_options.h"
+#include "agent/agent_proxy.h"
+#include "agent/etcd_publisher.h"
 #include "agent/gpu_identity.h"
 #include "agent/node_agent.h"
 #include "core/log.h"
 #include "core/version.h"
+#include "state/etcd/keys.h"
+#include "state/gossip/gossip_store.h"
 
 namespace {
 
@@ -24,6 +31,59 @@ std::string host_name() {
     return "localhost";
   }
   return buf;
+}
+
+// "host:port" (IPv6 in brackets) split at the last colon; nullopt when it does not parse.
+std::optional<std::pair<std::string, uint16_t>> split_host_port(const std::string& hp) {
+  const size_t colon = hp.rfind(':');
+  if (colon == std::string::npos) {
+    return std::nullopt;
+  }
+  std::string host = hp.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  unsigned long port = 0;
+  try {
+    port = std::stoul(hp.substr(colon + 1));
+  } catch (...) {
+    return std::nullopt;
+  }
+  if (port > 65535) {
+    return std::nullopt;
+  }
+  return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+// Publishes the etcd publisher's counters as metrics at every scrape.
+void add_publisher_metrics(cgn::metrics::Registry& reg, cgn::agent::EtcdPublisher& pub) {
+  auto published =
+      reg.gauge("cgn_agent_published_prefixes", "Live KV prefix keys this agent holds in etcd.").with({});
+  auto capacity = reg.gauge("cgn_agent_published_prefixes_capacity",
+                            "Bound on live KV prefix keys (engine capacity in digest blocks, at most 4096).")
+                      .with({});
+  auto up = reg.gauge("cgn_agent_etcd_up", "1 when the last etcd write succeeded.").with({});
+  auto txns = reg.counter("cgn_agent_etcd_txns_total", "Txns the publisher wrote to etcd.").with({});
+  auto failed =
+      reg.counter("cgn_agent_etcd_failed_txns_total", "Txns that failed (kept and retried).").with({});
+  auto& key_family =
+      reg.counter("cgn_agent_etcd_keys_written_total", "KV prefix keys written, by op.", {"op"});
+  auto puts = key_family.with({"put"});
+  auto dels = key_family.with({"delete"});
+  auto reconciles = reg.counter("cgn_agent_etcd_reconciles_total", "Full re-syncs with etcd.").with({});
+  auto last = std::make_shared<cgn::agent::PublisherStats>();
+  (void)reg.add_collect_callback([=, &pub] {
+    const auto s = pub.stats();
+    published.set(static_cast<double>(s.published));
+    capacity.set(static_cast<double>(s.capacity));
+    up.set(s.connected ? 1.0 : 0.0);
+    txns.inc(s.txns - last->txns);
+    failed.inc(s.failed_txns - last->failed_txns);
+    puts.inc(s.keys_put - last->keys_put);
+    dels.inc(s.keys_deleted - last->keys_deleted);
+    reconciles.inc(s.reconciles - last->reconciles);
+    *last = s;
+  });
 }
 
 }  // namespace
@@ -73,7 +133,18 @@ int main(int argc, char** argv) {
   }
   auto& base = o.base;
   base.node_id = setup->config.agent.node_id.empty() ? host_name() : setup->config.agent.node_id;
-  base.address = setup->config.agent.listen;
+  const auto& ac = setup->config.agent;
+  auto listen = split_host_port(ac.listen);
+  if (!listen) {
+    std::cerr << "cgn-agent: [agent] listen \"" << ac.listen << "\" is not HOST:PORT\n";
+    return 2;
+  }
+  base.address = setup->advertise;
+  if (base.address.empty()) {
+    const bool wildcard = listen->first == "0.0.0.0" || listen->first == "::" || listen->first.empty();
+    base.address = (wildcard ? host_name() : ac.listen.substr(0, ac.listen.rfind(':'))) + ":" +
+                   std::to_string(listen->second);
+  }
   base.models = {engine.served_name.empty() ? engine.model : engine.served_name};
   base.engine = setup->driver;
   base.role = setup->launch.role;
@@ -103,6 +174,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  const std::string node_id = base.node_id;
   auto node = agent::NodeAgent::create(**driver, std::move(o));
   if (!node) {
     std::cerr << "cgn-agent: " << node.error().message << "\n";
@@ -134,12 +206,89 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  agent::NodeAgent& na = **node;
+
+  std::unique_ptr<agent::EtcdPublisher> publisher;
+  if (ac.state_backend == "etcd") {
+    if (auto st = etcd::keys::check_node_id(node_id); !st) {
+      std::cerr << "cgn-agent: node id \"" << node_id << "\": " << st.error().message << "\n";
+      return 2;
+    }
+    etcd::EtcdClientOptions eo;
+    eo.endpoints = setup->config.state.etcd.endpoints;
+    auto client = etcd::EtcdClient::create(eo);
+    if (!client) {
+      std::cerr << "cgn-agent: [state.etcd] endpoints: " << client.error().message << "\n";
+      return 2;
+    }
+    agent::PublisherOptions po;
+    po.node_id = node_id;
+    po.flush_interval = std::chrono::milliseconds(ac.publish_interval_ms);
+    po.lease_ttl_s = setup->config.state.etcd.lease_ttl_s;
+    po.max_prefixes = ac.max_published_prefixes;
+    po.block_bytes = setup->config.router.routing.block_bytes;
+    po.record_source = [&na] { return na.record(); };
+    publisher = std::make_unique<agent::EtcdPublisher>(*client, po);
+  }
+
+  agent::AgentProxyOptions px;
+  px.host = listen->first;
+  px.port = listen->second;
+  px.node_id = node_id;
+  px.engine = http::Upstream{"127.0.0.1", engine.port, false};
+  if (ac.engine_metrics) {
+    px.engine_metrics_path = (*driver)->metrics_path(setup->launch).value_or("");
+  }
+  px.block_bytes = setup->config.router.routing.block_bytes;
+  agent::PrefixRecorder recorder;
+  if (publisher) {
+    recorder = [p = publisher.get()](std::span<const Digest> chain) { p->record_prefixes(chain); };
+  }
+  agent::AgentProxy proxy(
+      px,
+      [&na] {
+        const auto s = na.supervisor().state();
+        return agent::EngineHealth{s == agent::EngineState::kReady, std::string(agent::to_string(s))};
+      },
+      recorder);
+  if (publisher) {
+    add_publisher_metrics(proxy.registry(), *publisher);
+  }
+  auto port = proxy.start();
+  if (!port) {
+    std::cerr << "cgn-agent: cannot serve on " << ac.listen << ": " << port.error().message << "\n";
+    return 2;
+  }
+  CGN_LOG_INFO(logger, "serving", log::kv("listen", px.host + ":" + std::to_string(*port)),
+               log::kv("advertise", na.record().address), log::kv("state_backend", ac.state_backend));
   CGN_LOG_INFO(logger, "starting engine", log::kv("driver", setup->driver),
-               log::kv("command", agent::render_command((*node)->command())));
-  (*node)->start();
+               log::kv("command", agent::render_command(na.command())));
+  na.start();
+  if (publisher) {
+    publisher->start();
+  }
+  // state_backend = "gossip": the record goes to [state.gossip] members (src/state/gossip).
+  std::unique_ptr<gossip::RecordPublisher> gossip_publisher;
+  if (ac.state_backend == "gossip") {
+    auto gp = gossip::start_agent_publisher(setup->config, node_id, [&na] { return agent::to_json(na.record()); });
+    if (!gp) {
+      std::cerr << "cgn-agent: [state.gossip]: " << gp.error().message << "\n";
+      proxy.stop(std::chrono::milliseconds(0));
+      na.stop();
+      return 2;
+    }
+    gossip_publisher = std::move(*gp);
+  }
   int sig = 0;
   sigwait(&set, &sig);
   CGN_LOG_INFO(logger, "stopping", log::kv("signal", sig));
-  (*node)->stop();
+  proxy.stop(std::chrono::milliseconds(setup->config.router.timeouts.shutdown_grace_ms));
+  if (publisher) {
+    publisher->stop(/*revoke=*/true);  // leave the cluster at once, not after the TTL
+  }
+  if (gossip_publisher) {
+    gossip_publisher->stop();
+  }
+  na.stop();
   return 0;
 }
