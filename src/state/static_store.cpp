@@ -10,9 +10,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "agent/node_record.h"
 #include "core/http/client.h"
 #include "core/log.h"
 #include "routing/engine_metrics.h"
+#include "state/agent_health_client.h"
 
 // GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames (it
 // sees awaitable_frame_base's operator delete but not the recycling allocator's operator new):
@@ -60,6 +62,10 @@ Result<std::unique_ptr<StaticStore>, StateError> StaticStore::create(StaticStore
                         "node \"" + n.spec.name + "\": unknown engine \"" + spec.engine + "\" for /metrics");
     }
     n.kind = *kind;
+    if (!spec.agent.empty() && (spec.agent.rfind(':') == std::string::npos || spec.agent.back() == ':')) {
+      return make_error(StateError::kConfig,
+                        "node \"" + n.spec.name + "\": agent \"" + spec.agent + "\" is not HOST:PORT");
+    }
     if (!names.insert(n.spec.name).second) {
       return make_error(StateError::kConfig, "node name \"" + n.spec.name + "\" is used twice");
     }
@@ -127,6 +133,12 @@ Status<StateError> StaticStore::start(NodeSink sink) {
   cc.max_idle_per_upstream = 2;
   cc.timer_resolution = std::chrono::milliseconds(20);
   client_ = std::make_unique<http::HttpClient>(*ctx_, cc);
+  agents_ = std::make_unique<AgentHealthClients>(*ctx_);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i].spec.agent.empty()) {
+      agents_->add(i, nodes_[i].spec.agent);
+    }
+  }
 
   // Every node is announced at once with what configuration says, health unknown (not yet
   // routable), so its name and models are known before the first poll answers.
@@ -145,7 +157,7 @@ Status<StateError> StaticStore::start(NodeSink sink) {
 
   for (size_t i = 0; i < nodes_.size(); ++i) {
     signals_.push_back(std::make_unique<asio::cancellation_signal>());
-    asio::co_spawn(*ctx_, poll_loop(i),
+    asio::co_spawn(*ctx_, nodes_[i].spec.agent.empty() ? poll_loop(i) : agent_poll_loop(i),
                    asio::bind_cancellation_slot(signals_.back()->slot(), asio::detached));
   }
   thread_ = std::thread([this] { ctx_->run(); });
@@ -201,6 +213,51 @@ asio::awaitable<void> StaticStore::poll_loop(size_t i) {
   }
 }
 
+asio::awaitable<void> StaticStore::agent_poll_loop(size_t i) {
+  const Node& n = nodes_[i];
+  asio::steady_timer timer(*ctx_);
+  auto logger = log::get("state");
+  bool last_ok = true;
+  for (;;) {
+    NodeEvent ev;
+    ev.id = n.spec.name;
+    ev.endpoint = n.endpoint;
+    ev.source = routing::UpdateSource::kScrape;
+    auto h = co_await agents_->health(i, options_.poll_timeout);
+    if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) {
+      co_return;
+    }
+    if (h.ok()) {
+      // The node record is the agent's word on its node; the data path stays the configured URL.
+      ev.update = agent::to_node_update(h->record);
+      ev.update.address = n.spec.url;
+      if (!n.spec.models.empty()) {
+        ev.update.models = n.spec.models;
+      } else if (ev.update.models && ev.update.models->empty()) {
+        ev.update.models.reset();
+      }
+    } else {
+      ev.update.health = Health::kUnhealthy;
+    }
+    if (h.ok() != last_ok) {
+      last_ok = h.ok();
+      if (last_ok) {
+        CGN_LOG_INFO(logger, "agent answers Health again", log::kv("node", n.spec.name));
+      } else {
+        CGN_LOG_WARN(logger, "agent Health failed", log::kv("node", n.spec.name),
+                     log::kv("error", h.error().message));
+      }
+    }
+    sink_(ev);
+    polls_.fetch_add(1, std::memory_order_relaxed);
+    timer.expires_after(options_.interval);
+    auto [ec] = co_await timer.async_wait(kUseTuple);
+    if (ec) {
+      co_return;
+    }
+  }
+}
+
 void StaticStore::stop() {
   if (!started_ || !thread_.joinable()) {
     return;
@@ -211,6 +268,10 @@ void StaticStore::stop() {
     }
   });
   thread_.join();
+  if (agents_) {
+    agents_->shutdown();  // no gRPC completion is posted to ctx_ after this
+    agents_.reset();
+  }
   client_.reset();
   ctx_.reset();
   signals_.clear();

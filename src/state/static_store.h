@@ -29,12 +29,18 @@ class HttpClient;
 
 namespace cgn::state {
 
+class AgentHealthClients;
+
 struct StaticNodeSpec {
   std::string name;  // unique; empty = the URL's host:port
   std::string url;   // http(s)://host:port[/base]
   routing::NodeRole role = routing::NodeRole::kBoth;
   std::vector<std::string> models;  // empty = learned from GET /v1/models
   std::string engine = "vllm";      // which /metrics mapping to apply (routing::parse_engine_kind)
+  // "host:port" of the node's cgn-agent gRPC service. Set: the node is an agent, polled through
+  // Agent.Health for its node record (health, load, pool, kv_epoch, role, models) instead of
+  // /health, /metrics and /v1/models; requests still go to `url` (the agent's HTTP endpoint).
+  std::string agent;
 };
 
 struct StaticStoreOptions {
@@ -67,12 +73,15 @@ class StaticStore final : public StateStore {
   // One node's poll loop (a member function, not a lambda: the coroutine must not outlive
   // a closure object).
   boost::asio::awaitable<void> poll_loop(size_t i);
+  // The same for a node with an agent address: Agent.Health instead of the HTTP probes.
+  boost::asio::awaitable<void> agent_poll_loop(size_t i);
 
   StaticStoreOptions options_;
   std::vector<Node> nodes_;
   NodeSink sink_;
   std::unique_ptr<boost::asio::io_context> ctx_;
   std::unique_ptr<http::HttpClient> client_;
+  std::unique_ptr<AgentHealthClients> agents_;  // gRPC channels of the agent nodes
   std::vector<std::unique_ptr<boost::asio::cancellation_signal>> signals_;
   std::thread thread_;
   std::atomic<uint64_t> polls_{0};

@@ -1,0 +1,126 @@
+#include "state/agent_health_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "cognitora/v1/agent.grpc.pb.h"
+
+// GCC 12 with sanitizers: false -Wmismatched-new-delete on Asio coroutine frames (see
+// static_store.cpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace cgn::state {
+
+namespace asio = boost::asio;
+namespace pb = cognitora::v1;
+
+struct AgentHealthClients::Link {
+  std::string target;
+  std::unique_ptr<pb::Agent::Stub> stub;
+};
+
+// Shared by the awaiting coroutine and grpc++'s callback.
+struct AgentHealthClients::Call {
+  grpc::ClientContext ctx;
+  pb::HealthRequest req;
+  pb::HealthResponse resp;
+  grpc::Status status;
+};
+
+namespace {
+// Lives in the coroutine frame; the posted completion reaches it only while the frame exists
+// (weak_ptr), and both run on the io_context's thread.
+struct Waiter {
+  explicit Waiter(asio::io_context& ctx) : timer(ctx, asio::steady_timer::time_point::max()) {}
+  asio::steady_timer timer;
+  bool done = false;
+};
+}  // namespace
+
+AgentHealthClients::AgentHealthClients(asio::io_context& ctx) : ctx_(ctx) {}
+
+AgentHealthClients::~AgentHealthClients() {
+  shutdown();
+}
+
+void AgentHealthClients::add(size_t key, const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(agent::kMaxHealthResponseBytes);
+  auto link = std::make_unique<Link>();
+  link->target = target;
+  link->stub =
+      pb::Agent::NewStub(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+  links_[key] = std::move(link);
+}
+
+asio::awaitable<Result<agent::AgentHealth, std::string>> AgentHealthClients::health(
+    size_t key, std::chrono::milliseconds timeout) {
+  auto it = links_.find(key);
+  if (it == links_.end()) {
+    co_return make_error(std::string("config"), "no agent link for this node");
+  }
+  Link& link = *it->second;
+  auto call = std::make_shared<Call>();
+  call->ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  auto waiter = std::make_shared<Waiter>(ctx_);
+  {
+    std::lock_guard lock(mu_);
+    if (!open_) {
+      co_return make_error(std::string("stopped"), "store stopped");
+    }
+    inflight_.insert(call);
+  }
+  std::weak_ptr<Waiter> weak = waiter;
+  link.stub->async()->Health(&call->ctx, &call->req, &call->resp, [this, call, weak](grpc::Status st) {
+    call->status = std::move(st);
+    std::lock_guard lock(mu_);
+    if (open_) {
+      asio::post(ctx_, [weak] {
+        if (auto w = weak.lock()) {
+          w->done = true;
+          w->timer.cancel();
+        }
+      });
+    }
+    inflight_.erase(call);
+    cv_.notify_all();
+  });
+  while (!waiter->done) {
+    auto [ec] = co_await waiter->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;
+    if (waiter->done) {
+      break;
+    }
+    if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) {
+      call->ctx.TryCancel();
+      co_return make_error(std::string("cancelled"), "cancelled");
+    }
+  }
+  if (!call->status.ok()) {
+    co_return make_error(std::string("call"),
+                         "Agent.Health on " + link.target + ": " + call->status.error_message());
+  }
+  auto h = agent::from_proto(call->resp);
+  if (!h) {
+    co_return make_error(std::string("answer"), "Agent.Health on " + link.target + ": " + h.error().message);
+  }
+  co_return std::move(*h);
+}
+
+void AgentHealthClients::shutdown() {
+  std::unique_lock lock(mu_);
+  open_ = false;
+  for (const auto& c : inflight_) {
+    c->ctx.TryCancel();
+  }
+  cv_.wait(lock, [&] { return inflight_.empty(); });
+}
+
+}  // namespace cgn::state
