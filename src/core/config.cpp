@@ -110,6 +110,7 @@ void read_nodes(TableReader& r, std::vector<NodeConfig>& nodes) {
     }
     t.get_one_of("role", n.role, kNodeRoles);
     t.get("models", n.models);
+    t.get_host_port("agent", n.agent);
     nodes.push_back(std::move(n));
   });
 }
@@ -362,6 +363,9 @@ std::string dump_config(const CognitoraConfig& c) {
   for (const auto& n : r.nodes) {
     nodes.push_back(
         toml::table{{"url", n.url}, {"name", n.name}, {"role", n.role}, {"models", to_array(n.models)}});
+    if (!n.agent.empty()) {
+      nodes.back().as_table()->insert("agent", n.agent);
+    }
   }
   toml::table router{{"listen", r.listen},
                      {"policy", r.policy},

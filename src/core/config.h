@@ -96,6 +96,7 @@ struct NodeConfig {
   std::string name;                 // default: the URL's host:port
   std::string role = "both";        // prefill|decode|both
   std::vector<std::string> models;  // empty: learned from the node (/v1/models)
+  std::string agent;                // HOST:PORT of the node's cgn-agent gRPC service; empty: a bare engine
 };
 
 // [router]

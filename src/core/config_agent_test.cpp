@@ -99,3 +99,29 @@ TEST(ConfigAgent, BadValuesAreClearErrors) {
 
 }  // namespace
 }  // namespace cgn::config
+
+namespace cgn::config {
+namespace {
+
+TEST(ConfigAgent, StaticNodesCanNameTheirAgent) {
+  auto r = load(R"(
+[[router.nodes]]
+url = "http://10.0.0.7:9090"
+agent = "10.0.0.7:9091"
+[[router.nodes]]
+url = "http://10.0.0.8:8000"
+)");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->router.nodes.size(), 2u);
+  EXPECT_EQ(r->router.nodes[0].agent, "10.0.0.7:9091");
+  EXPECT_EQ(r->router.nodes[1].agent, "");
+  auto again = load(dump_config(*r));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->router.nodes[0].agent, "10.0.0.7:9091");
+  EXPECT_EQ(again->router.nodes[1].agent, "");
+  EXPECT_THAT(error_of("[[router.nodes]]\nurl = \"http://a:1\"\nagent = \"a\"\n"),
+              HasSubstr("router.nodes[0].agent"));
+}
+
+}  // namespace
+}  // namespace cgn::config

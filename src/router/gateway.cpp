@@ -201,6 +201,7 @@ Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(
     spec.url = n.url;
     spec.role = routing::parse_node_role(n.role).value_or(routing::NodeRole::kBoth);
     spec.models = n.models;
+    spec.agent = n.agent;
     so.nodes.push_back(std::move(spec));
   }
   auto store = state::StaticStore::create(std::move(so));
