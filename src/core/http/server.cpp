@@ -195,7 +195,11 @@ class ServerConnection final : public Exchange,
       auto [e, n] = co_await beast_http::async_write_header(transport_, sr, use_tuple);
       ec = e;
     } else {
-      auto [e, n] = co_await beast_http::async_write(transport_, res, use_tuple);
+      // One gather write (header bytes in a reused buffer, then the body): Beast's generic
+      // serializer costs more per response than the rest of this function.
+      detail::serialize_header(res.base(), whdr_);
+      const std::array<asio::const_buffer, 2> bufs{asio::buffer(whdr_), asio::buffer(res.body())};
+      auto [e, n] = co_await asio::async_write(transport_, bufs, use_tuple);
       ec = e;
     }
     clear_deadline();
@@ -539,6 +543,7 @@ class ServerConnection final : public Exchange,
 
   boost::beast::flat_buffer buf_;
   std::array<char, kReadChunk> rbuf_{};
+  std::string whdr_;  // respond(): the serialized header, reused across responses
   RequestReader reader_;
   Request req_;
   unsigned req_version_ = 11;

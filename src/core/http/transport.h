@@ -8,6 +8,9 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <charconv>
+#include <string>
 #include <utility>
 #include <variant>
 
@@ -69,5 +72,51 @@ class Transport {
  private:
   std::variant<tcp::socket, TlsStream> v_;
 };
+
+// The start line and fields of a message, as Beast's serializer writes them, appended to `out`;
+// so a message with a string body goes out as one gather write (header, body) without Beast's
+// generic serializer machinery. Callers pass only messages whose body is sent as-is (not chunked).
+inline void append_fields(const boost::beast::http::fields& f, std::string& out) {
+  for (const auto& e : f) {
+    const auto name = e.name_string();
+    const auto value = e.value();
+    out.append(name.data(), name.size());
+    out.append(": ", 2);
+    out.append(value.data(), value.size());
+    out.append("\r\n", 2);
+  }
+  out.append("\r\n", 2);
+}
+
+inline void append_version(unsigned version, std::string& out) {
+  out.append(version == 10 ? "HTTP/1.0" : "HTTP/1.1", 8);
+}
+
+inline void serialize_header(const boost::beast::http::response_header<>& h, std::string& out) {
+  out.clear();
+  append_version(h.version(), out);
+  char code[8];
+  code[0] = ' ';
+  const auto r = std::to_chars(code + 1, code + sizeof code, h.result_int());
+  out.append(code, static_cast<size_t>(r.ptr - code));
+  out.push_back(' ');
+  const auto reason = h.reason();
+  out.append(reason.data(), reason.size());
+  out.append("\r\n", 2);
+  append_fields(h, out);
+}
+
+inline void serialize_header(const boost::beast::http::request_header<>& h, std::string& out) {
+  out.clear();
+  const auto method = h.method_string();
+  out.append(method.data(), method.size());
+  out.push_back(' ');
+  const auto target = h.target();
+  out.append(target.data(), target.size());
+  out.push_back(' ');
+  append_version(h.version(), out);
+  out.append("\r\n", 2);
+  append_fields(h, out);
+}
 
 }  // namespace cgn::http::detail
