@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
+#include <simdjson.h>
 
 #include "core/canonical.h"
 #include "core/digest.h"
@@ -108,27 +109,32 @@ struct Usage {
   bool found = false;
 };
 
-// `usage` of an OpenAI response or final stream chunk; cheap when the text has none.
+// `usage` of an OpenAI response or final stream chunk; cheap when the text has none. simdjson
+// (one reused parser per thread) rather than nlohmann: every buffered answer passes through here.
 Usage parse_usage(std::string_view body) {
   Usage u;
   if (body.find("\"usage\"") == std::string_view::npos) {
     return u;
   }
-  const auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::object root;
+  if (parser.parse(body.data(), body.size()).get(root) != simdjson::SUCCESS) {
     return u;
   }
-  auto it = j.find("usage");
-  if (it == j.end() || !it->is_object()) {
+  simdjson::dom::object usage;
+  if (root["usage"].get(usage) != simdjson::SUCCESS) {
     return u;
   }
-  if (auto p = it->find("prompt_tokens"); p != it->end() && p->is_number()) {
-    u.prompt = p->get<double>();
+  // get_double() also converts integers; a string or other type is not a count.
+  if (usage["prompt_tokens"].get_double().get(u.prompt) == simdjson::SUCCESS) {
     u.found = true;
+  } else {
+    u.prompt = 0;
   }
-  if (auto c = it->find("completion_tokens"); c != it->end() && c->is_number()) {
-    u.completion = c->get<double>();
+  if (usage["completion_tokens"].get_double().get(u.completion) == simdjson::SUCCESS) {
     u.found = true;
+  } else {
+    u.completion = 0;
   }
   return u;
 }
@@ -636,10 +642,10 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
         g_.core_.record_first_token(ticket);
       }
       const Usage usage = parse_usage(*body);
-      http::Response res{static_cast<http::beast_http::status>(status), 11};
-      for (const auto& f : headers) {
-        res.insert(f.name_string(), f.value());
-      }
+      http::Response res;
+      static_cast<http::Fields&>(res) = std::move(headers);  // the fields built once, not copied again
+      res.result(static_cast<http::beast_http::status>(status));
+      res.version(11);
       res.body() = std::move(*body);
       res.prepare_payload();
       (void)co_await ex.respond(std::move(res));
