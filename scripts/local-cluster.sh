@@ -7,6 +7,8 @@
 #              CGN_TIME_SCALE (simulator speed, default 1.0), BIN (default build/bin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# CGN_STATE=etcd: etcd + one cgn-agent per simulator + the router watching etcd.
+if [[ ${CGN_STATE:-} == etcd ]]; then exec scripts/local-cluster-etcd.sh "$@"; fi
 BIN=${BIN:-build/bin}
 NODES=${CGN_NODES:-3}
 PORT=${CGN_PORT:-8080}

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 
 #include "state/etcd/etcd_client.h"
 #include "state/etcd/keys.h"
@@ -80,6 +81,10 @@ void EtcdStateView::reject(std::string_view key, std::string_view why) {
                log::kv("error", why));
 }
 
+bool EtcdStateView::current(const Held& h, const Node& n, int64_t since_revision) {
+  return h.epoch ? *h.epoch == n.record.kv_epoch : h.mod_revision > since_revision;
+}
+
 void EtcdStateView::emit_upsert(const std::string& id, const Node& n) {
   NodeEvent ev;
   ev.kind = NodeEvent::Kind::kUpsert;
@@ -141,8 +146,9 @@ void EtcdStateView::put(std::string_view key, std::string_view value, int64_t mo
       pe.id = *id;
       pe.source = routing::UpdateSource::kEtcd;
       if (auto kv = kv_.find(*id); kv != kv_.end()) {
-        for (const auto& [d, rev] : kv->second) {
-          if (is_new || rev > mod_revision) {
+        for (auto& [d, held] : kv->second) {
+          held.confirmed = current(held, n, is_new ? 0 : mod_revision);
+          if (held.confirmed) {
             pe.confirmed.push_back(d);
           }
         }
@@ -176,15 +182,27 @@ void EtcdStateView::put(std::string_view key, std::string_view value, int64_t mo
       reject(key, "not a /kv/<node>/<64 hex digits> key");
       return;
     }
-    auto& held = kv_[parsed->first];
-    const bool fresh = held.find(parsed->second) == held.end();
-    held[parsed->second] = mod_revision;
-    if (fresh && nodes_.contains(parsed->first)) {
+    Held h;
+    h.mod_revision = mod_revision;
+    const std::string_view v = trim(value);
+    uint64_t epoch = 0;
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), epoch);
+    if (!v.empty() && ec == std::errc{} && p == v.data() + v.size()) {
+      h.epoch = epoch;
+    }
+    auto& slot = kv_[parsed->first][parsed->second];
+    const bool was = slot.confirmed;
+    auto node = nodes_.find(parsed->first);
+    // Written now, so after the node's record: only an epoch naming another epoch keeps it out.
+    h.confirmed = node != nodes_.end() && current(h, node->second, 0);
+    slot = h;
+    const bool now = h.confirmed;
+    if (was != now) {
       NodeEvent ev;
       ev.kind = NodeEvent::Kind::kPrefixes;
       ev.id = parsed->first;
       ev.source = routing::UpdateSource::kEtcd;
-      ev.confirmed.push_back(parsed->second);
+      (now ? ev.confirmed : ev.removed).push_back(parsed->second);
       sink_(ev);
     }
     return;
@@ -207,6 +225,12 @@ void EtcdStateView::del(std::string_view key, int64_t revision) {
   }
   if (auto id = etcd::keys::node_of(key, root_ + "nodes/")) {
     if (nodes_.erase(*id) > 0) {
+      // The core drops everything it holds for the node.
+      if (auto kv = kv_.find(*id); kv != kv_.end()) {
+        for (auto& [d, held] : kv->second) {
+          held.confirmed = false;
+        }
+      }
       NodeEvent ev;
       ev.kind = NodeEvent::Kind::kRemove;
       ev.id = *id;
@@ -234,13 +258,19 @@ void EtcdStateView::del(std::string_view key, int64_t revision) {
       return;
     }
     auto it = kv_.find(parsed->first);
-    if (it == kv_.end() || it->second.erase(parsed->second) == 0) {
+    if (it == kv_.end()) {
       return;
     }
+    auto held = it->second.find(parsed->second);
+    if (held == it->second.end()) {
+      return;
+    }
+    const bool was = held->second.confirmed;
+    it->second.erase(held);
     if (it->second.empty()) {
       kv_.erase(it);
     }
-    if (nodes_.contains(parsed->first)) {
+    if (was && nodes_.contains(parsed->first)) {
       NodeEvent ev;
       ev.kind = NodeEvent::Kind::kPrefixes;
       ev.id = parsed->first;

@@ -13,8 +13,11 @@
 //                                     router's own configuration
 //
 // Prefixes of a node the router does not know yet are kept and confirmed when its record
-// arrives. A kv_epoch change voids the node's index entries (RoutingCore::upsert_node); digests
-// written after the new record are confirmed again. Node removal drops everything for the node.
+// arrives. A /kv/ value is the kv_epoch the agent published the digest under: only digests of
+// the node's current epoch are confirmed (a new-epoch digest that arrives before the record
+// that announces the epoch waits for it). A kv_epoch change voids the node's index entries
+// (RoutingCore::upsert_node) and re-confirms the digests of the new epoch; for values that name
+// no epoch, those written after the new record. Node removal drops everything for the node.
 // While etcd is unreachable nothing is removed: the router keeps routing on the last-known state
 // (kBackend reports the change) and the mirror reconciles when etcd returns, with no duplicates.
 //
@@ -28,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -86,7 +90,18 @@ class EtcdStateView {
   log::Logger log_;
   log::StateChangeLogger changes_;
   std::map<std::string, Node, std::less<>> nodes_;
-  std::map<std::string, std::map<Digest, int64_t>, std::less<>> kv_;
+  // One mirrored /kv/ key: its revision and the kv_epoch its value names (agents write the epoch
+  // they published under; a value that is not a number has none).
+  struct Held {
+    int64_t mod_revision = 0;
+    std::optional<uint64_t> epoch;
+    bool confirmed = false;  // told the core the node holds it
+  };
+  // Whether `h` belongs to what `n` holds now: same epoch when the value names one; else
+  // written after `since_revision`.
+  static bool current(const Held& h, const Node& n, int64_t since_revision);
+
+  std::map<std::string, std::map<Digest, Held>, std::less<>> kv_;
   std::map<std::string, bool, std::less<>> cordon_;  // key present: its flag
   uint64_t rejected_ = 0;
 };

@@ -154,6 +154,42 @@ TEST_F(Fixture, AnEpochChangeReconfirmsOnlyDigestsWrittenAfterTheNewRecord) {
   EXPECT_EQ(ev[0].kind, Kind::kUpsert);
 }
 
+TEST_F(Fixture, EpochValuedPrefixesCountOnlyUnderTheirEpoch) {
+  view.put("/cognitora/nodes/a", record("a", 9001, 1), 5);
+  view.put(kv_key("a", 1), "1", 6);
+  auto ev = take();
+  ASSERT_EQ(ev.size(), 2u);
+  ASSERT_EQ(ev[1].confirmed.size(), 1u);
+  // A digest of the next epoch, written before the record that announces it: not yet.
+  view.put(kv_key("a", 2), "2", 7);
+  EXPECT_TRUE(take().empty());
+  view.put("/cognitora/nodes/a", record("a", 9001, 2), 8);
+  ev = take();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, Kind::kUpsert);
+  ASSERT_EQ(ev[1].confirmed.size(), 1u);
+  EXPECT_EQ(ev[1].confirmed[0], digest(2));
+  // The old-epoch key lingering, then deleted: nothing to remove (the core already dropped it).
+  view.del(kv_key("a", 1), 9);
+  EXPECT_TRUE(take().empty());
+  // A stale write naming an old epoch is not confirmed; the node's removal and return
+  // re-confirms what matches.
+  view.put(kv_key("a", 3), "1", 10);
+  EXPECT_TRUE(take().empty());
+  view.del("/cognitora/nodes/a", 11);
+  take();
+  view.put("/cognitora/nodes/a", record("a", 9001, 2), 12);
+  ev = take();
+  ASSERT_EQ(ev.size(), 2u);
+  ASSERT_EQ(ev[1].confirmed.size(), 1u);
+  EXPECT_EQ(ev[1].confirmed[0], digest(2));
+  // Deleting a confirmed key removes it.
+  view.del(kv_key("a", 2), 13);
+  ev = take();
+  ASSERT_EQ(ev.size(), 1u);
+  ASSERT_EQ(ev[0].removed.size(), 1u);
+}
+
 TEST_F(Fixture, CordonKeyCordonsAndItsDeletionUncordons) {
   // A cordon set before the node exists applies when it arrives.
   view.put("/cognitora/cordon/a", "true", 2);
