@@ -471,9 +471,9 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
   routing::RouteRequest rr;
   rr.model = model;
   rr.role = routing::RoleWanted::kAny;
-  rr.digests = digests;
+  rr.digests = std::move(digests);
   rr.prompt_tokens = static_cast<uint64_t>(static_cast<double>(pr.canonical_prompt.size()) / 4.0);
-  rr.session_key = session_key;
+  rr.session_key = std::move(session_key);
   rr.deadline = deadline_ms * kNanosPerMilli;
 
   // Decide, and resolve the ranked nodes to endpoints, under the lock.
