@@ -95,11 +95,6 @@ Result<RouterSetup, OptionsError> parse_router_options(int argc, const char* con
   if (!etcd_prefix.empty()) {
     s.config.state.etcd.prefix = etcd_prefix;
   }
-  if (rc.state_backend != "static" && rc.state_backend != "etcd") {
-    return make_error(OptionsError::kConfig,
-                      "state_backend \"" + rc.state_backend +
-                          "\" is not available in this cgn-router yet; use \"static\" or \"etcd\"");
-  }
   if (rc.state_backend == "etcd" && !rc.nodes.empty()) {
     return make_error(OptionsError::kUsage,
                       "state_backend \"etcd\" takes its nodes from etcd: drop --node / [[router.nodes]]");

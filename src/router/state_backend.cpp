@@ -2,6 +2,7 @@
 
 #include "router/policy_config.h"
 #include "state/etcd_store.h"
+#include "state/gossip/gossip_store.h"
 
 namespace cgn::router {
 
@@ -27,9 +28,23 @@ Result<std::unique_ptr<state::StateStore>, GatewayError> make_state_store(
     }
     return std::unique_ptr<state::StateStore>(std::move(*store));
   }
-  return make_error(
-      GatewayError::kConfig,
-      "state_backend \"" + backend + "\" is not available in this cgn-router; use \"static\" or \"etcd\"");
+  if (backend == "gossip") {
+    // Members are discovered over UDP ([state.gossip]); [[router.nodes]] are not used.
+    if (!cfg.router.nodes.empty()) {
+      return make_error(GatewayError::kConfig,
+                        "state_backend \"gossip\" discovers its nodes by gossip; remove the [[router.nodes]] "
+                        "entries (or --node flags)");
+    }
+    auto store = gossip::make_router_store(cfg);
+    if (!store) {
+      return make_error(GatewayError::kConfig, store.error().message);
+    }
+    return std::unique_ptr<state::StateStore>(std::move(*store));
+  }
+  return make_error(GatewayError::kConfig,
+                    "state_backend \"" + backend +
+                        "\" is not available in this cgn-router; use \"static\", \"etcd\" "
+                        "or \"gossip\"");
 }
 
 bool Gateway::apply_state_event(const state::NodeEvent& ev) {

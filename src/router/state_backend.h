@@ -1,7 +1,8 @@
 // The router's state backend, chosen by cognitora.toml's `state_backend`: "static" (the
-// [[router.nodes]] list, polled) or "etcd" ([state.etcd], watched; src/state/etcd_store.h).
-// "gossip" is not in this build. Gateway::apply_state_event (state_backend.cpp) applies what
-// only the etcd backend sends: live KV prefixes, the policy key and the connection state.
+// [[router.nodes]] list, polled), "etcd" ([state.etcd], watched; src/state/etcd_store.h) or
+// "gossip" ([state.gossip], UDP membership; src/state/gossip/gossip_store.h). Gateway::apply_state_event
+// (state_backend.cpp) applies what only the etcd backend sends: live KV prefixes, the policy key and the
+// connection state.
 #pragma once
 
 #include <chrono>

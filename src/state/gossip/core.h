@@ -37,7 +37,7 @@ struct CoreOptions {
   std::string hmac_key;     // empty: no authentication
   size_t max_datagram = kMaxDatagram;
   size_t fanout = 3;                             // peers per round
-  Nanos gossip_interval = 500 * kNanosPerMilli;  // the UDP node's tick period (for the docs)
+  Nanos gossip_interval = 300 * kNanosPerMilli;  // the UDP node's tick period (for the docs)
   PhiOptions phi;
   Nanos tombstone_grace = 60 * kNanosPerSecond;  // deleted keys kept this long by their owner
   Nanos dead_gc = 5 * 60 * kNanosPerSecond;      // dead members forgotten after this long

@@ -41,13 +41,17 @@ PeerAddr addr_of(size_t i) {
   return a;
 }
 
+// Knobs for exploring (defaults = CoreOptions defaults).
+Nanos g_interval = CoreOptions{}.gossip_interval;
+size_t g_fanout = CoreOptions{}.fanout;
+
 struct Sim {
   std::vector<std::unique_ptr<GossipCore>> cores;
   std::vector<Nanos> next_tick;
   std::vector<bool> down;
   std::map<PeerAddr, size_t> by_addr;
   Nanos now = 0;
-  Nanos interval = 500 * kMs;
+  Nanos interval = g_interval;
   std::mt19937_64 rng{42};
 
   explicit Sim(size_t n) {
@@ -57,6 +61,8 @@ struct Sim {
       o.generation = 1'700'000'000'000'000'000ULL + i;
       o.advertise = addr_of(i);
       o.seed = i + 1;
+      o.fanout = g_fanout;
+      o.gossip_interval = g_interval;
       cores.push_back(std::make_unique<GossipCore>(o, now));
       cores.back()->set_seeds({addr_of(0), addr_of(1), addr_of(2)});
       next_tick.push_back(static_cast<Nanos>(rng() % static_cast<uint64_t>(interval)));
@@ -267,10 +273,15 @@ int main(int argc, char** argv) {
         sizes.push_back(std::stoul(s.substr(pos, c - pos)));
         pos = c == std::string::npos ? s.size() : c + 1;
       }
+    } else if (std::strcmp(argv[i], "--interval-ms") == 0 && i + 1 < argc) {
+      g_interval = std::stol(argv[++i]) * kMs;
+    } else if (std::strcmp(argv[i], "--fanout") == 0 && i + 1 < argc) {
+      g_fanout = std::stoul(argv[++i]);
     } else if (std::strcmp(argv[i], "--markdown") == 0) {
       markdown = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--sizes 10,100,1000] [--markdown]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--sizes 10,100,1000] [--interval-ms 500] [--fanout 3] [--markdown]\n",
+                   argv[0]);
       return 2;
     }
   }

@@ -15,12 +15,12 @@
 namespace cgn::gossip {
 
 struct PhiOptions {
-  double threshold = 8.0;                          // phi above this = dead (P = 1e-8)
-  size_t window = 100;                             // inter-arrival samples kept
-  Nanos min_std_dev = 200 * kNanosPerMilli;        // floor on the deviation (regular heartbeats)
-  Nanos acceptable_pause = 1000 * kNanosPerMilli;  // added to the mean: tolerated hiccups
-  Nanos first_interval = 1000 * kNanosPerMilli;    // prior before real samples
-  Nanos max_interval = 10 * kNanosPerSecond;       // longer gaps are not sampled
+  double threshold = 8.0;                         // phi above this = dead (P = 1e-8)
+  size_t window = 100;                            // inter-arrival samples kept
+  Nanos min_std_dev = 200 * kNanosPerMilli;       // floor on the deviation (regular heartbeats)
+  Nanos acceptable_pause = 600 * kNanosPerMilli;  // added to the mean: tolerated hiccups
+  Nanos first_interval = 1000 * kNanosPerMilli;   // prior before real samples
+  Nanos max_interval = 10 * kNanosPerSecond;      // longer gaps are not sampled
 };
 
 class PhiDetector {
