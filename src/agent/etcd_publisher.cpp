@@ -239,6 +239,7 @@ bool EtcdPublisher::full_sync(const std::string& record_json) {
   last_record_json_ = record_json;
   {
     std::lock_guard lock(mu_);
+    ++stats_.flushes;
     stats_.txns += res->txns;
     stats_.keys_put += changes.puts.size();
     stats_.keys_deleted += stale;
@@ -303,6 +304,7 @@ bool EtcdPublisher::incremental(const std::string& record_json) {
     last_record_json_ = record_json;
   }
   std::lock_guard lock(mu_);
+  ++stats_.flushes;
   stats_.txns += res->txns;
   stats_.keys_put += changes.puts.size();
   stats_.keys_deleted += changes.deletes.size();

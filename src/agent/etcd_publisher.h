@@ -50,6 +50,7 @@ struct PublisherOptions {
 
 // Counters, for /metrics, benchmarks and tests.
 struct PublisherStats {
+  uint64_t flushes = 0;       // flush intervals that wrote anything (each: one txn, split past 128 ops)
   uint64_t txns = 0;          // txns sent and acknowledged
   uint64_t failed_txns = 0;   // txns that failed (kept for retry)
   uint64_t keys_put = 0;      // KV-prefix keys written
