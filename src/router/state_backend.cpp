@@ -56,7 +56,21 @@ bool Gateway::apply_state_event(const state::NodeEvent& ev) {
       .with({backend, state::to_string(ev.kind)})
       .inc();
   switch (ev.kind) {
-    case state::NodeEvent::Kind::kUpsert:
+    case state::NodeEvent::Kind::kUpsert: {
+      // A cordon flip is not a health change: apply the flag first and refresh
+      // cgn_cluster_node_cordoned now (on_node_event then applies the whole update).
+      if (ev.update.cordoned) {
+        std::lock_guard lock(core_mu_);
+        const auto* st = core_.node(ev.id);
+        if (st != nullptr && st->cordoned != *ev.update.cordoned) {
+          routing::NodeUpdate flag;
+          flag.cordoned = ev.update.cordoned;
+          core_.upsert_node(ev.id, flag, ev.source);
+          request_mirror_refresh();
+        }
+      }
+      return false;
+    }
     case state::NodeEvent::Kind::kRemove:
       return false;
     case state::NodeEvent::Kind::kPrefixes: {
