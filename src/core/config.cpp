@@ -111,6 +111,7 @@ void read_nodes(TableReader& r, std::vector<NodeConfig>& nodes) {
     t.get_one_of("role", n.role, kNodeRoles);
     t.get("models", n.models);
     t.get_host_port("agent", n.agent);
+    t.get_one_of("engine", n.engine, kNodeEngines);
     nodes.push_back(std::move(n));
   });
 }
@@ -133,6 +134,9 @@ void read_router(TableReader& r, RouterConfig& c) {
   r.table("timeouts", [&](TableReader& t) { read_timeouts(t, c.timeouts); });
   r.table("routing", [&](TableReader& t) { read_routing(t, c.routing); });
   r.table("admission", [&](TableReader& t) { read_admission(t, c.admission); });
+  r.table("disaggregation", [&](TableReader& t) {
+    t.get_one_of("fallback", c.disaggregation.fallback, {"aggregated", "reject"});
+  });
   read_nodes(r, c.nodes);
 }
 
@@ -361,8 +365,11 @@ std::string dump_config(const CognitoraConfig& c) {
   }
   toml::array nodes;
   for (const auto& n : r.nodes) {
-    nodes.push_back(
-        toml::table{{"url", n.url}, {"name", n.name}, {"role", n.role}, {"models", to_array(n.models)}});
+    nodes.push_back(toml::table{{"url", n.url},
+                                {"name", n.name},
+                                {"role", n.role},
+                                {"models", to_array(n.models)},
+                                {"engine", n.engine}});
     if (!n.agent.empty()) {
       nodes.back().as_table()->insert("agent", n.agent);
     }
@@ -376,7 +383,8 @@ std::string dump_config(const CognitoraConfig& c) {
                      {"limits", std::move(limits)},
                      {"timeouts", std::move(timeouts)},
                      {"routing", std::move(routing)},
-                     {"admission", std::move(admission)}};
+                     {"admission", std::move(admission)},
+                     {"disaggregation", toml::table{{"fallback", r.disaggregation.fallback}}}};
   // Secrets: only the variable's name is printed, never its value.
   if (!r.api_keys.env_name().empty()) {
     router.insert("api_keys_env", r.api_keys.env_name());

@@ -90,6 +90,13 @@ struct AdmissionConfig {
   uint32_t max_queue_for(std::string_view model, std::string_view role) const;
 };
 
+// [router.disaggregation]: prefill/decode serving (docs/architecture/disaggregation.md).
+struct DisaggregationConfig {
+  // When a model has prefill/decode nodes but no prefill node is eligible: "aggregated" serves
+  // the whole request on a decode (or both) node; "reject" answers 503.
+  std::string fallback = "aggregated";
+};
+
 // [[router.nodes]]: static nodes (state_backend = "static", or extra bare endpoints).
 struct NodeConfig {
   std::string url;                  // required, http:// or https://
@@ -97,6 +104,7 @@ struct NodeConfig {
   std::string role = "both";        // prefill|decode|both
   std::vector<std::string> models;  // empty: learned from the node (/v1/models)
   std::string agent;                // HOST:PORT of the node's cgn-agent gRPC service; empty: a bare engine
+  std::string engine = "vllm";      // kNodeEngines: which /metrics mapping the static backend scrapes
 };
 
 // [router]
@@ -112,6 +120,7 @@ struct RouterConfig {
   TimeoutsConfig timeouts;
   RoutingConfig routing;
   AdmissionConfig admission;
+  DisaggregationConfig disaggregation;
   std::vector<NodeConfig> nodes;
 
   // API keys from the environment, split at commas and trimmed (empty when none).
@@ -200,6 +209,9 @@ inline constexpr std::string_view kAttachKinds[] = {"vllm", "sglang",    "trtllm
 inline constexpr std::string_view kKvOffloads[] = {"none", "nixl", "lmcache", "hicache", "kvbm", "cgn"};
 inline constexpr std::string_view kPdTransferBackends[] = {"nixl", "mooncake"};
 inline constexpr std::string_view kNodeRoles[] = {"prefill", "decode", "both"};
+// [[router.nodes]] engine: mlx and cgn-infer have no /metrics mapping (health and models only).
+inline constexpr std::string_view kNodeEngines[] = {"vllm",     "sglang", "trtllm",
+                                                    "llamacpp", "mlx",    "cgn-infer"};
 
 // Loads and validates a file. Errors name file:line:col and the dotted key; every problem in the
 // file is reported, one per line of the message. Secrets are read through `env`.

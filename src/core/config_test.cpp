@@ -384,12 +384,42 @@ models = ["a", "b"]
   EXPECT_EQ(r->router.nodes[1].name, "two");
   EXPECT_EQ(r->router.nodes[1].role, "decode");
   EXPECT_EQ(r->router.nodes[1].models, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(r->router.nodes[0].engine, "vllm");
+  EXPECT_EQ(r->router.nodes[1].engine, "vllm");
 
   EXPECT_EQ(
       error_of(
           "[[router.nodes]]\nurl = \"http://a:1\"\n[[router.nodes]]\nurl = \"http://b:1\"\nname = \"a:1\"\n"),
       "cognitora.toml:5:8: key 'router.nodes[1].name' duplicates node name \"a:1\"; node names must be "
       "unique");
+}
+
+TEST(Config, StaticNodesNameTheirEngineForTheMetricsMapping) {
+  for (const char* engine : {"vllm", "sglang", "trtllm", "llamacpp", "mlx", "cgn-infer"}) {
+    auto r = load(std::string("[[router.nodes]]\nurl = \"http://a:1\"\nengine = \"") + engine + "\"\n");
+    ASSERT_TRUE(r.ok()) << engine << ": " << r.error().message;
+    EXPECT_EQ(r->router.nodes[0].engine, engine);
+    // It survives a dump and a reload.
+    auto back = load(dump_config(*r));
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ(back->router.nodes[0].engine, engine);
+  }
+  EXPECT_EQ(error_of("[[router.nodes]]\nurl = \"http://a:1\"\nengine = \"sim\"\n"),
+            "cognitora.toml:3:10: key 'router.nodes[0].engine' expected one of "
+            "vllm|sglang|trtllm|llamacpp|mlx|cgn-infer, got \"sim\"");
+}
+
+TEST(Config, DisaggregationFallbackIsAggregatedOrReject) {
+  auto d = load("");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->router.disaggregation.fallback, "aggregated");
+  auto r = load("[router.disaggregation]\nfallback = \"reject\"\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->router.disaggregation.fallback, "reject");
+  EXPECT_EQ(
+      error_of("[router.disaggregation]\nfallback = \"maybe\"\n"),
+      "cognitora.toml:2:12: key 'router.disaggregation.fallback' expected one of aggregated|reject, got "
+      "\"maybe\"");
 }
 
 TEST(Config, AdmissionCapsPerModelAndRole) {

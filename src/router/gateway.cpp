@@ -12,6 +12,7 @@
 #include "core/canonical.h"
 #include "core/digest.h"
 #include "core/log.h"
+#include "router/disagg.h"
 #include "router/policy_config.h"
 #include "state/static_store.h"
 
@@ -32,7 +33,7 @@ using http::HttpResult;
 namespace {
 
 constexpr std::string_view kUnknownModel = "_unknown";
-constexpr std::string_view kRole = "both";  // no disaggregation yet: every request wants a whole node
+constexpr std::string_view kRole = "both";  // aggregated: the request wants a whole node
 constexpr size_t kMaxRequestIdBytes = 128;
 constexpr unsigned kClientClosed = 499;  // nginx's code for "client went away first"
 
@@ -208,6 +209,7 @@ Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(
     spec.role = routing::parse_node_role(n.role).value_or(routing::NodeRole::kBoth);
     spec.models = n.models;
     spec.agent = n.agent;
+    spec.engine = n.engine;
     so.nodes.push_back(std::move(spec));
   }
   auto store = state::StaticStore::create(std::move(so));
@@ -264,9 +266,12 @@ class Gateway::Handlers {
     return false;
   }
 
-  http::Request upstream_request(const http::Request& in, const Upstream& up, const std::string& request_id,
-                                 std::string_view priority, int64_t deadline_ms) const {
-    http::Request out{http::Verb::post, up.endpoint.base_path + std::string(in.target()), 11};
+  // `role` is the leg (X-CGN-Role); `body` replaces the client's body when set (P/D legs).
+  http::Request upstream_request(const http::Request& in, const state::NodeEndpoint& endpoint,
+                                 const std::string& request_id, std::string_view priority,
+                                 int64_t deadline_ms, std::string_view role = kRole,
+                                 const std::string* body = nullptr) const {
+    http::Request out{http::Verb::post, endpoint.base_path + std::string(in.target()), 11};
     for (const auto& f : in) {
       std::string_view name = f.name_string();
       if (hop_by_hop(name) || iequals(name, "authorization") || iequals_prefix(name, "x-cgn-") ||
@@ -277,14 +282,14 @@ class Gateway::Handlers {
     }
     out.set("X-Request-Id", request_id);
     out.set("X-CGN-Request-Id", request_id);
-    out.set("X-CGN-Role", kRole);
+    out.set("X-CGN-Role", role);
     if (!priority.empty()) {
       out.set("X-CGN-Priority", priority);
     }
     if (deadline_ms > 0) {
       out.set("X-CGN-Deadline-Ms", std::to_string(deadline_ms));
     }
-    out.body() = in.body();
+    out.body() = body != nullptr ? *body : in.body();
     out.prepare_payload();
     return out;
   }
@@ -452,7 +457,11 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
   const Digest seed = make_digest_seed(digest_seed_fields(pr));
   compute_prefix_digests(seed, pr.canonical_prompt, rc.routing.block_bytes, digests, 8192);
 
-  Admission::Slot slot = g_.admission_.try_acquire(model, kRole);
+  // Disaggregated prefill/decode (disagg.h): this slot is the decode leg's; the prefill leg
+  // takes its own (model, prefill) slot.
+  PdRouter pd(g_);
+  const bool disaggregated = pd.mode(model) == PdRouter::Mode::kDisaggregated;
+  Admission::Slot slot = g_.admission_.try_acquire(model, disaggregated ? "decode" : kRole);
   if (!slot.held()) {
     g_.metrics_.admission_rejected(model, "queue_full");
     co_await fail(ex,
@@ -476,6 +485,22 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
   rr.session_key = std::move(session_key);
   rr.deadline = deadline_ms * kNanosPerMilli;
 
+  PdRouter::Leg pd_leg;
+  if (disaggregated) {
+    // A named function object: GCC 12 mis-handles temporaries in a co_await's arguments.
+    const PdRouter::MakeRequest make = [&](const PdRouter::Target& t, const std::string& body,
+                                           std::string_view role) {
+      return upstream_request(req, t.endpoint, request_id, priority, deadline_ms, role, &body);
+    };
+    pd_leg = co_await pd.prefill(ex, req, rr, request_id, ep_label, start, make);
+    if (pd_leg.done) {
+      co_return;
+    }
+    rr.role = routing::RoleWanted::kDecode;  // decode and both nodes; ranked by load, then overlap
+  }
+  const std::string_view leg_role = disaggregated ? "decode" : kRole;
+  const std::string* leg_body = pd_leg.decode_body ? &*pd_leg.decode_body : nullptr;
+
   // Decide, and resolve the ranked nodes to endpoints, under the lock.
   std::vector<Upstream> ranked;
   routing::Decision decision;
@@ -489,6 +514,9 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
       route_error = decided.error().code;
     } else {
       decision = std::move(*decided);
+      if (disaggregated) {
+        disagg::order_for_decode(decision.ranked);
+      }
       for (const auto& c : decision.ranked) {
         if (ranked.size() >= g_.options_.max_attempts) {
           break;
@@ -585,8 +613,9 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
     };
 
     http::Upstream target{up.endpoint.host, up.endpoint.port, up.endpoint.tls};
-    auto stream = co_await client.stream(target, upstream_request(req, up, request_id, priority, deadline_ms),
-                                         timeouts);
+    auto stream = co_await client.stream(
+        target, upstream_request(req, up.endpoint, request_id, priority, deadline_ms, leg_role, leg_body),
+        timeouts);
     if (!ex.client_open()) {
       close_ticket();
       g_.metrics_.request_done(model, ep_label, kClientClosed, seconds_since(start));
@@ -627,6 +656,10 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
 
     const bool sse = iequals_prefix(stream->headers()[http::Field::content_type], "text/event-stream");
     http::Fields headers = response_headers(stream->headers(), up.node, request_id);
+    if (!pd_leg.prefill_node.empty()) {
+      headers.set("X-CGN-Prefill-Node", pd_leg.prefill_node);
+      g_.metrics_.pd_handoff(seconds_since(pd_leg.answered));
+    }
 
     if (!sse && !pr.stream) {
       // Buffered: the whole body first, so a failure here can still move to the next node.

@@ -39,6 +39,8 @@
 
 namespace cgn::router {
 
+class PdRouter;
+
 enum class GatewayError { kConfig, kStart };
 
 struct GatewayOptions {
@@ -92,6 +94,7 @@ class Gateway {
  private:
   class Handlers;
   friend class Handlers;
+  friend class PdRouter;  // disagg.h: the prefill leg of disaggregated serving
 
   void on_node_event(const state::NodeEvent& ev);
   // Counts every state event; applies prefixes, policy and backend state (state_backend.cpp).

@@ -108,12 +108,14 @@ Result<RouterSetup, OptionsError> parse_router_options(int argc, const char* con
   s.gateway.router = rc;
   const size_t hw = std::max<size_t>(1, std::thread::hardware_concurrency());
   s.gateway.threads = threads > 0 ? threads : std::min<size_t>(hw, 8);
+  // --dashboard-dir, else the installed copy beside the binary (cmake --install puts it in
+  // <prefix>/share/cognitora/dashboard), else the source tree the binary was built from.
   if (!dashboard_dir.empty()) {
     s.gateway.dashboard_dir = dashboard_dir;
-  } else if (file_exists(source_dashboard + "/index.html")) {
-    s.gateway.dashboard_dir = source_dashboard;
   } else if (file_exists(exe_dir + "/../share/cognitora/dashboard/index.html")) {
     s.gateway.dashboard_dir = exe_dir + "/../share/cognitora/dashboard";
+  } else if (file_exists(source_dashboard + "/index.html")) {
+    s.gateway.dashboard_dir = source_dashboard;
   }
   return s;
 }

@@ -27,8 +27,9 @@ struct RouterSetup {
   std::string help_text;
 };
 
-// argv[0] is the program name. `exe_dir` is where the binary lives (to find the installed
-// dashboard), `source_dashboard` the source tree's dashboard/ (used when it exists).
+// argv[0] is the program name. `exe_dir` is where the binary lives: the installed dashboard,
+// <exe_dir>/../share/cognitora/dashboard, is served when it exists; else `source_dashboard` (the
+// source tree's dashboard/) when it exists; --dashboard-dir overrides both.
 Result<RouterSetup, OptionsError> parse_router_options(int argc, const char* const* argv,
                                                        const std::string& exe_dir,
                                                        const std::string& source_dashboard);

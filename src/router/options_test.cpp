@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "testing/process.h"
 
 namespace cgn::router {
@@ -74,6 +76,19 @@ TEST(RouterOptions, DashboardDirDefaultsToTheSourceTree) {
   auto t = parse({"--dashboard-dir", "/srv/dash"}, src);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->gateway.dashboard_dir, "/srv/dash");
+}
+
+TEST(RouterOptions, AnInstalledDashboardBesideTheBinaryWinsOverTheSourceTree) {
+  cgn::testing::TempDir prefix;
+  const std::string installed = prefix.path() + "/bin/../share/cognitora/dashboard";
+  std::filesystem::create_directories(prefix.path() + "/bin");
+  std::filesystem::create_directories(installed);
+  cgn::testing::write_file(installed + "/index.html", "<html></html>");
+  const std::string src = cgn::testing::source_path("dashboard");
+  std::vector<const char*> args = {"cgn-router"};
+  auto s = parse_router_options(1, args.data(), prefix.path() + "/bin", src);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->gateway.dashboard_dir, installed);
 }
 
 TEST(RouterOptions, ApiKeysComeFromTheFileAndTheEnvironment) {

@@ -40,6 +40,12 @@ RouterMetrics::RouterMetrics()
                                  {"model", "reason"})),
       federation_(registry_.counter("cgn_router_federation_forwards_total",
                                     "Requests forwarded to a federation peer.", {"model", "peer"})),
+      pd_legs_(registry_.counter("cgn_router_pd_legs_total",
+                                 "Disaggregated prefill/decode legs by model, leg and outcome.",
+                                 {"model", "leg", "outcome"})),
+      pd_handoff_(registry_.histogram("cgn_router_pd_handoff_seconds",
+                                      "From the prefill node's answer to the decode node's first byte.", {},
+                                      ttft_buckets())),
       node_info_(registry_.gauge("cgn_cluster_node_info", "One series per node and model (value 1).",
                                  {"node", "model", "engine", "role", "gpu_name"})),
       node_up_(registry_.gauge("cgn_cluster_node_up", "1 when the node passes health checks.", {"node"})),
@@ -58,6 +64,7 @@ RouterMetrics::RouterMetrics()
   (void)ttft_.with({});
   (void)decision_.with({});
   (void)overlap_.with({});
+  (void)pd_handoff_.with({});
 }
 
 void RouterMetrics::request_done(std::string_view model, std::string_view endpoint, unsigned code,
@@ -91,6 +98,10 @@ void RouterMetrics::admission_rejected(std::string_view model, std::string_view 
 
 void RouterMetrics::retry(std::string_view model, std::string_view reason) {
   retries_.with({std::string(model), std::string(reason)}).inc();
+}
+
+void RouterMetrics::pd_leg(std::string_view model, std::string_view leg, std::string_view outcome) {
+  pd_legs_.with({std::string(model), std::string(leg), std::string(outcome)}).inc();
 }
 
 void RouterMetrics::refresh_cluster(const std::vector<NodeSnapshot>& nodes, double tokens_per_watt) {

@@ -49,6 +49,12 @@ class RouterMetrics {
   void admission_rejected(std::string_view model, std::string_view reason);
   void retry(std::string_view model, std::string_view reason);
   void index_entries(double n) { index_entries_.with({}).set(n); }
+  // Disaggregated serving (disagg.h): one leg ended (leg prefill|decode, outcome below), and the
+  // handoff time from the prefill node's answer to the decode node's first byte.
+  //   prefill: handoff (params returned), no_params (stop token first), failed (every attempt)
+  //   decode:  pull (sent with params), recompute (no params), fallback (no prefill node)
+  void pd_leg(std::string_view model, std::string_view leg, std::string_view outcome);
+  void pd_handoff(double seconds) { pd_handoff_.with({}).observe(seconds); }
 
   // Replaces the cluster mirror with `nodes`; tokens_per_watt is computed by the caller.
   void refresh_cluster(const std::vector<NodeSnapshot>& nodes, double tokens_per_watt);
@@ -73,6 +79,8 @@ class RouterMetrics {
   metrics::CounterFamily& rejections_;
   metrics::CounterFamily& retries_;
   metrics::CounterFamily& federation_;
+  metrics::CounterFamily& pd_legs_;
+  metrics::HistogramFamily& pd_handoff_;
   metrics::GaugeFamily& node_info_;
   metrics::GaugeFamily& node_up_;
   metrics::GaugeFamily& node_queue_;

@@ -8,6 +8,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "agent/node_record.h"
@@ -32,7 +33,8 @@ using routing::NodeUpdate;
 struct StaticStore::Node {
   StaticNodeSpec spec;
   NodeEndpoint endpoint;
-  routing::EngineKind kind = routing::EngineKind::kVllm;
+  // The /metrics mapping; none for engines without one (mlx, cgn-infer): health and models only.
+  std::optional<routing::EngineKind> kind;
 };
 
 std::string default_node_name(const NodeEndpoint& endpoint) {
@@ -57,11 +59,11 @@ Result<std::unique_ptr<StaticStore>, StateError> StaticStore::create(StaticStore
       n.spec.name = default_node_name(n.endpoint);
     }
     auto kind = routing::parse_engine_kind(spec.engine);
-    if (!kind) {
-      return make_error(StateError::kConfig,
-                        "node \"" + n.spec.name + "\": unknown engine \"" + spec.engine + "\" for /metrics");
+    if (!kind && spec.engine != "mlx" && spec.engine != "cgn-infer") {
+      return make_error(StateError::kConfig, "node \"" + n.spec.name + "\": unknown engine \"" + spec.engine +
+                                                 "\" (vllm, sglang, trtllm, llamacpp, mlx, cgn-infer)");
     }
-    n.kind = *kind;
+    n.kind = kind;
     if (!spec.agent.empty() && (spec.agent.rfind(':') == std::string::npos || spec.agent.back() == ':')) {
       return make_error(StateError::kConfig,
                         "node \"" + n.spec.name + "\": agent \"" + spec.agent + "\" is not HOST:PORT");
@@ -148,7 +150,7 @@ Status<StateError> StaticStore::start(NodeSink sink) {
     ev.endpoint = n.endpoint;
     ev.update.address = n.spec.url;
     ev.update.role = n.spec.role;
-    ev.update.engine = std::string(routing::to_string(n.kind));
+    ev.update.engine = n.kind ? std::string(routing::to_string(*n.kind)) : n.spec.engine;
     if (!n.spec.models.empty()) {
       ev.update.models = n.spec.models;
     }
@@ -180,23 +182,23 @@ asio::awaitable<void> StaticStore::poll_loop(size_t i) {
     }
     const bool healthy = health.ok() && health->result_int() == 200;
     ev.update.health = healthy ? Health::kHealthy : Health::kUnhealthy;
-    if (healthy) {
-      auto metrics = co_await client_->send(up, get_request(n.endpoint, routing::metrics_path(n.kind)));
+    if (healthy && n.kind) {
+      auto metrics = co_await client_->send(up, get_request(n.endpoint, routing::metrics_path(*n.kind)));
       if (metrics.ok() && metrics->result_int() == 200) {
-        auto m = routing::scrape_engine_metrics(n.kind, metrics->body());
+        auto m = routing::scrape_engine_metrics(*n.kind, metrics->body());
         if (m.ok()) {
           NodeUpdate mu = routing::to_node_update(*m);
           mu.health = ev.update.health;
           ev.update = std::move(mu);
         }
       }
-      if (n.spec.models.empty()) {
-        auto models = co_await client_->send(up, get_request(n.endpoint, "/v1/models"));
-        if (models.ok() && models->result_int() == 200) {
-          auto ids = parse_models(models->body(), options_.max_models_per_node);
-          if (!ids.empty()) {
-            ev.update.models = std::move(ids);
-          }
+    }
+    if (healthy && n.spec.models.empty()) {
+      auto models = co_await client_->send(up, get_request(n.endpoint, "/v1/models"));
+      if (models.ok() && models->result_int() == 200) {
+        auto ids = parse_models(models->body(), options_.max_models_per_node);
+        if (!ids.empty()) {
+          ev.update.models = std::move(ids);
         }
       }
     }

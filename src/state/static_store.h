@@ -36,7 +36,9 @@ struct StaticNodeSpec {
   std::string url;   // http(s)://host:port[/base]
   routing::NodeRole role = routing::NodeRole::kBoth;
   std::vector<std::string> models;  // empty = learned from GET /v1/models
-  std::string engine = "vllm";      // which /metrics mapping to apply (routing::parse_engine_kind)
+  // Which /metrics mapping to apply (routing::parse_engine_kind); "mlx" and "cgn-infer" have
+  // none: their health and models are polled, their load is not scraped.
+  std::string engine = "vllm";
   // "host:port" of the node's cgn-agent gRPC service. Set: the node is an agent, polled through
   // Agent.Health for its node record (health, load, pool, kv_epoch, role, models) instead of
   // /health, /metrics and /v1/models; requests still go to `url` (the agent's HTTP endpoint).

@@ -1,0 +1,150 @@
+// The two legs of disaggregated serving as the engines see them: a Gateway in process over
+// FakeEngines in the roles prefill and decode, which record every request. (The fake engine
+// returns no kv_transfer_params, so decode recomputes; the handoff itself is covered against
+// the simulator in disagg_e2e.cpp.)
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_future.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "router/fake_engine.h"
+#include "router/gateway.h"
+#include "state/static_store.h"
+#include "testing/process.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace cgn::router {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::FakeEngine;
+namespace asio = boost::asio;
+
+// One request to the gateway (the result wrapped: use_future needs a default-constructible type).
+asio::awaitable<std::optional<http::HttpResult<http::Response>>> send_on(http::HttpClient& c, uint16_t port,
+                                                                         http::Request req) {
+  const http::Upstream up{"127.0.0.1", port, false};  // named: no temporaries in a co_await (GCC 12)
+  auto res = co_await c.send(up, std::move(req));
+  co_return res;
+}
+
+http::HttpResult<http::Response> send_request(uint16_t port, http::Request req) {
+  asio::io_context ctx;
+  http::HttpClient client(ctx);
+  auto fut = asio::co_spawn(ctx, send_on(client, port, std::move(req)), asio::use_future);
+  ctx.run();
+  return *fut.get();
+}
+
+TEST(GatewayDisagg, BothLegsCarryTheRequestIdAndTheirRoleAndThePrefillBodyIsRewritten) {
+  FakeEngine p("p"), d("d");
+  ASSERT_NE(p.start(), 0);
+  ASSERT_NE(d.start(), 0);
+  state::StaticStoreOptions so;
+  so.interval = 50ms;
+  so.poll_timeout = 500ms;
+  so.nodes = {state::StaticNodeSpec{"p", p.url(), routing::NodeRole::kPrefill},
+              state::StaticNodeSpec{"d", d.url(), routing::NodeRole::kDecode}};
+  auto store = state::StaticStore::create(so);
+  ASSERT_TRUE(store.ok());
+  GatewayOptions go;
+  go.router.listen = "127.0.0.1:0";
+  go.threads = 1;
+  Gateway g(go, std::move(*store), ApiKeys{});
+  auto port = g.start();
+  ASSERT_TRUE(port.ok());
+  ASSERT_TRUE(cgn::testing::wait_until([&] { return g.healthy_nodes() == 2; }, 10s));
+
+  const std::string body =
+      R"({"model":"test-model","messages":[{"role":"user","content":"hello"}],"stream":true,)"
+      R"("stream_options":{"include_usage":true},"max_tokens":50,"min_tokens":3,"x_vendor":[1,2]})";
+  http::Request req{http::Verb::post, "/v1/chat/completions", 11};
+  req.set(http::Field::content_type, "application/json");
+  req.set("X-Request-Id", "pd-itest-1");
+  req.body() = body;
+  req.prepare_payload();
+  auto res = send_request(*port, std::move(req));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->result_int(), 200u);
+  EXPECT_EQ((*res)["X-CGN-Node"], "d");
+  EXPECT_EQ((*res)["X-CGN-Prefill-Node"], "p");
+  EXPECT_EQ((*res)["X-Request-Id"], "pd-itest-1");
+
+  const auto ps = p.seen(), ds = d.seen();
+  ASSERT_EQ(ps.size(), 1u);
+  ASSERT_EQ(ds.size(), 1u);
+  EXPECT_EQ(ps[0].header("X-Request-Id"), "pd-itest-1");
+  EXPECT_EQ(ds[0].header("X-Request-Id"), "pd-itest-1");
+  EXPECT_EQ(ps[0].header("X-CGN-Role"), "prefill");
+  EXPECT_EQ(ds[0].header("X-CGN-Role"), "decode");
+  EXPECT_EQ(ps[0].target, "/v1/chat/completions");
+  const json pj = json::parse(ps[0].body);
+  EXPECT_EQ(pj["max_tokens"], 1);
+  EXPECT_EQ(pj["stream"], false);
+  EXPECT_FALSE(pj.contains("stream_options"));
+  EXPECT_FALSE(pj.contains("min_tokens"));
+  EXPECT_EQ(pj["kv_transfer_params"]["do_remote_decode"], true);
+  EXPECT_EQ(pj["x_vendor"], json::parse("[1,2]"));
+  // No params came back: decode gets the client's body untouched.
+  EXPECT_EQ(ds[0].body, body);
+  g.stop(0ms);
+}
+
+TEST(GatewayDisagg, APrefillFailureIsRetriedOnTheNextPrefillNode) {
+  FakeEngine p1("p1"), p2("p2"), d("d");
+  for (auto* e : {&p1, &p2, &d}) {
+    ASSERT_NE(e->start(), 0);
+  }
+  p1.fail_next = 1;
+  p1.fail_status = 503;
+  p2.fail_next = 1;
+  p2.fail_status = 503;
+  state::StaticStoreOptions so;
+  so.interval = 50ms;
+  so.nodes = {state::StaticNodeSpec{"p1", p1.url(), routing::NodeRole::kPrefill},
+              state::StaticNodeSpec{"p2", p2.url(), routing::NodeRole::kPrefill},
+              state::StaticNodeSpec{"d", d.url(), routing::NodeRole::kDecode}};
+  auto store = state::StaticStore::create(so);
+  ASSERT_TRUE(store.ok());
+  GatewayOptions go;
+  go.router.listen = "127.0.0.1:0";
+  go.router.disaggregation.fallback = "reject";
+  go.threads = 1;
+  Gateway g(go, std::move(*store), ApiKeys{});
+  auto port = g.start();
+  ASSERT_TRUE(port.ok());
+  ASSERT_TRUE(cgn::testing::wait_until([&] { return g.healthy_nodes() == 3; }, 10s));
+  auto send = [&] {
+    http::Request req{http::Verb::post, "/v1/completions", 11};
+    req.set(http::Field::content_type, "application/json");
+    req.body() = R"({"model":"test-model","prompt":"x"})";
+    req.prepare_payload();
+    return send_request(*port, std::move(req));
+  };
+  // Both prefill nodes fail once: with fallback "reject" the last prefill answer is relayed.
+  auto first = send();
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->result_int(), 503u);
+  EXPECT_EQ(d.generations.load(), 0);
+  // Then one fails and the other answers: served.
+  p1.fail_next = 1;
+  auto second = send();
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->result_int(), 200u);
+  EXPECT_EQ((*second)["X-CGN-Node"], "d");
+  EXPECT_GE(p1.generations.load() + p2.generations.load(), 3);
+  const std::string m = g.render_metrics();
+  EXPECT_NE(m.find("cgn_router_pd_legs_total{model=\"test-model\",leg=\"prefill\",outcome=\"failed\"} 1"),
+            std::string::npos)
+      << m;
+  g.stop(0ms);
+}
+
+}  // namespace
+}  // namespace cgn::router
