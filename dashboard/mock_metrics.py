@@ -155,6 +155,8 @@ class Fleet:
         }
         self.routing = Histogram(ROUTING_BUCKETS)
         self.overlap = Histogram(OVERLAP_BUCKETS)
+        # The mock fleet serves aggregated: no prefill/decode legs, an empty handoff histogram.
+        self.pd_handoff = Histogram(ROUTING_BUCKETS)
         self.index_entries = 120000.0 * self.scale
         self.gen_rate = 0.0
         for _ in range(40):  # warm up: gauges settle and counters start from a running fleet
@@ -289,6 +291,14 @@ class Fleet:
         family("cgn_router_admission_rejections_total", "counter", "Requests shed at admission, by reason.")
         for (m, r), v in sorted(self.rejections.items()):
             sample("cgn_router_admission_rejections_total", [("model", m), ("reason", r)], math.floor(v))
+        family("cgn_router_pd_legs_total", "counter",
+               "Disaggregated prefill/decode legs by model, leg and outcome.")
+        family("cgn_router_pd_handoff_seconds", "histogram",
+               "Time from the prefill leg's answer to the decode leg's first byte.")
+        histogram("cgn_router_pd_handoff_seconds", [], self.pd_handoff)
+        family("cgn_router_state_events_total", "counter",
+               "Node, prefix, policy and connection events applied from the state backend.")
+        sample("cgn_router_state_events_total", [("backend", "static"), ("kind", "upsert")], len(self.nodes))
         family("cgn_router_retries_total", "counter", "Requests retried on another node, by reason.")
         for (m, r), v in sorted(self.retries.items()):
             sample("cgn_router_retries_total", [("model", m), ("reason", r)], math.floor(v))
