@@ -18,6 +18,7 @@
 #include "agent/etcd_publisher.h"
 #include "agent/gpu_identity.h"
 #include "agent/node_agent.h"
+#include "core/host_port.h"
 #include "core/log.h"
 #include "core/version.h"
 #include "state/etcd/keys.h"
@@ -31,28 +32,6 @@ std::string host_name() {
     return "localhost";
   }
   return buf;
-}
-
-// "host:port" (IPv6 in brackets) split at the last colon; nullopt when it does not parse.
-std::optional<std::pair<std::string, uint16_t>> split_host_port(const std::string& hp) {
-  const size_t colon = hp.rfind(':');
-  if (colon == std::string::npos) {
-    return std::nullopt;
-  }
-  std::string host = hp.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  unsigned long port = 0;
-  try {
-    port = std::stoul(hp.substr(colon + 1));
-  } catch (...) {
-    return std::nullopt;
-  }
-  if (port > 65535) {
-    return std::nullopt;
-  }
-  return std::make_pair(host, static_cast<uint16_t>(port));
 }
 
 // Publishes the etcd publisher's counters as metrics at every scrape.
@@ -134,7 +113,7 @@ int main(int argc, char** argv) {
   auto& base = o.base;
   base.node_id = setup->config.agent.node_id.empty() ? host_name() : setup->config.agent.node_id;
   const auto& ac = setup->config.agent;
-  auto listen = split_host_port(ac.listen);
+  auto listen = cgn::split_host_port(ac.listen);
   if (!listen) {
     std::cerr << "cgn-agent: [agent] listen \"" << ac.listen << "\" is not HOST:PORT\n";
     return 2;
@@ -270,7 +249,8 @@ int main(int argc, char** argv) {
   // state_backend = "gossip": the record goes to [state.gossip] members (src/state/gossip).
   std::unique_ptr<gossip::RecordPublisher> gossip_publisher;
   if (ac.state_backend == "gossip") {
-    auto gp = gossip::start_agent_publisher(setup->config, node_id, [&na] { return agent::to_json(na.record()); });
+    auto gp =
+        gossip::start_agent_publisher(setup->config, node_id, [&na] { return agent::to_json(na.record()); });
     if (!gp) {
       std::cerr << "cgn-agent: [state.gossip]: " << gp.error().message << "\n";
       proxy.stop(std::chrono::milliseconds(0));

@@ -1,5 +1,7 @@
 #include "router/gateway.h"
 
+#include <simdjson.h>
+
 #include <boost/asio/this_coro.hpp>
 #include <charconv>
 #include <filesystem>
@@ -7,10 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
-#include <simdjson.h>
 
 #include "core/canonical.h"
 #include "core/digest.h"
+#include "core/host_port.h"
 #include "core/log.h"
 #include "router/disagg.h"
 #include "router/policy_config.h"
@@ -174,25 +176,10 @@ std::string_view content_type_of(std::string_view path) {
 }  // namespace
 
 Result<std::pair<std::string, uint16_t>, GatewayError> parse_listen(std::string_view listen) {
-  auto fail = [&] {
-    return make_error(GatewayError::kConfig,
-                      "listen address \"" + std::string(listen) + "\" is not HOST:PORT");
-  };
-  const size_t colon = listen.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) {
-    return fail();
+  if (auto hp = split_host_port(listen)) {
+    return std::move(*hp);
   }
-  std::string_view host = listen.substr(0, colon);
-  std::string_view port = listen.substr(colon + 1);
-  if (host.starts_with('[') && host.ends_with(']')) {
-    host = host.substr(1, host.size() - 2);
-  }
-  unsigned v = 0;
-  auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
-  if (host.empty() || ec != std::errc{} || p != port.data() + port.size() || v > 65535) {
-    return fail();
-  }
-  return std::pair{std::string(host), static_cast<uint16_t>(v)};
+  return make_error(GatewayError::kConfig, "listen address \"" + std::string(listen) + "\" is not HOST:PORT");
 }
 
 Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(

@@ -6,6 +6,8 @@
 #include <charconv>
 #include <map>
 
+#include "core/host_port.h"
+
 namespace cgn::gossip {
 
 namespace asio = boost::asio;
@@ -51,24 +53,10 @@ udp::endpoint to_endpoint(const PeerAddr& a) {
 }  // namespace
 
 Result<std::pair<std::string, uint16_t>, NodeError> split_host_port(std::string_view s) {
-  auto fail = [&] {
-    return make_error(NodeError::kConfig, "address \"" + std::string(s) + "\" is not HOST:PORT");
-  };
-  const size_t colon = s.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) {
-    return fail();
+  if (auto hp = cgn::split_host_port(s)) {
+    return std::move(*hp);
   }
-  std::string_view host = s.substr(0, colon);
-  std::string_view port = s.substr(colon + 1);
-  if (host.starts_with('[') && host.ends_with(']')) {
-    host = host.substr(1, host.size() - 2);
-  }
-  unsigned v = 0;
-  auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
-  if (host.empty() || ec != std::errc{} || p != port.data() + port.size() || v > 65535) {
-    return fail();
-  }
-  return std::pair{std::string(host), static_cast<uint16_t>(v)};
+  return make_error(NodeError::kConfig, "address \"" + std::string(s) + "\" is not HOST:PORT");
 }
 
 GossipNode::GossipNode(NodeOptions options) : options_(std::move(options)), log_(log::get("state.gossip")) {}
