@@ -106,9 +106,14 @@ class EngineDriver {
   // the engine then sees every device the agent sees).
   virtual Result<LaunchCommand, DriverError> launch_command(const config::EngineConfig& engine,
                                                             const LaunchOptions& options) const = 0;
-  virtual HealthSpec health(const LaunchOptions& options) const = 0;
+  // How readiness is probed; the default is GET /health answering 200 once loaded (vLLM, SGLang,
+  // TensorRT-LLM, cgn-infer, the simulator).
+  virtual HealthSpec health(const LaunchOptions& /*options*/) const { return HealthSpec{}; }
   // The Prometheus metrics path, or nullopt when the engine has none (MLX) or it is unknown.
-  virtual std::optional<std::string> metrics_path(const LaunchOptions& options) const = 0;
+  // The default is /metrics.
+  virtual std::optional<std::string> metrics_path(const LaunchOptions& /*options*/) const {
+    return std::string("/metrics");
+  }
   // The routing scraper's mapping for this engine, or nullopt (no scrape).
   virtual std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& options) const = 0;
   // False for drivers that attach to a process someone else runs.

@@ -48,9 +48,6 @@ class LlamacppDriver final : public EngineDriver {
     spec.loading_marker = "Loading model";
     return spec;
   }
-  std::optional<std::string> metrics_path(const LaunchOptions& /*options*/) const override {
-    return std::string("/metrics");
-  }
   std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& /*options*/) const override {
     return routing::EngineKind::kLlamaCpp;
   }

@@ -32,7 +32,6 @@ class MlxDriver final : public EngineDriver {
     return cmd;
   }
 
-  HealthSpec health(const LaunchOptions& /*options*/) const override { return HealthSpec{}; }
   std::optional<std::string> metrics_path(const LaunchOptions& /*options*/) const override {
     return std::nullopt;
   }

@@ -26,7 +26,6 @@ class TrtllmDriver final : public EngineDriver {
     return cmd;
   }
 
-  HealthSpec health(const LaunchOptions& /*options*/) const override { return HealthSpec{}; }
   std::optional<std::string> metrics_path(const LaunchOptions& /*options*/) const override {
     return std::string("/prometheus/metrics");
   }

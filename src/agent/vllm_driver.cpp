@@ -75,10 +75,6 @@ class VllmDriver final : public EngineDriver {
     return cmd;
   }
 
-  HealthSpec health(const LaunchOptions& /*options*/) const override { return HealthSpec{}; }
-  std::optional<std::string> metrics_path(const LaunchOptions& /*options*/) const override {
-    return std::string("/metrics");
-  }
   std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& /*options*/) const override {
     return routing::EngineKind::kVllm;
   }
