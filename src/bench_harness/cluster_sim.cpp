@@ -5,6 +5,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "bench_harness/sample_stats.h"
 #include "core/digest.h"
 #include "routing/engine_metrics.h"
 #include "routing/router_core.h"
@@ -15,30 +16,6 @@
 
 namespace cgn::bench {
 namespace {
-
-double seconds(Nanos n) {
-  return static_cast<double>(n) * 1e-9;
-}
-
-// Nearest-rank percentile of a sorted sample (0 when empty).
-double percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) {
-    return 0;
-  }
-  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
-  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
-
-double mean(const std::vector<double>& v) {
-  if (v.empty()) {
-    return 0;
-  }
-  double s = 0;
-  for (double x : v) {
-    s += x;
-  }
-  return s / static_cast<double>(v.size());
-}
 
 Nanos span_of(const Workload& w) {
   return w.requests.empty() ? 0 : w.requests.back().arrival - w.requests.front().arrival;

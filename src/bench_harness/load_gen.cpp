@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "bench_harness/sample_stats.h"
 #include "core/http/client.h"
 #include "core/log.h"
 
@@ -31,27 +32,6 @@ using Steady = std::chrono::steady_clock;
 log::Logger& logger() {
   static log::Logger l = log::get("bench_harness");
   return l;
-}
-
-double seconds(Nanos n) {
-  return static_cast<double>(n) * 1e-9;
-}
-
-// Nearest-rank percentile of a sorted sample (0 when empty), as cgn-bench sim computes it.
-double percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) {
-    return 0;
-  }
-  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
-  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
-
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) {
-    s += x;
-  }
-  return v.empty() ? 0 : s / static_cast<double>(v.size());
 }
 
 Error<LoadError> chunk_error(std::string msg) {
