@@ -16,3 +16,13 @@ find_package(PkgConfig REQUIRED)
 add_library(cgn_boost INTERFACE)
 target_link_libraries(cgn_boost INTERFACE Boost::headers Threads::Threads)
 target_compile_definitions(cgn_boost INTERFACE BOOST_ASIO_NO_DEPRECATED)
+
+# KV events (vLLM/SGLang wire: ZMQ frames carrying msgpack): libzmq3-dev via pkg-config, and
+# msgpuck (libmsgpuck-dev, no .pc file) for the simulator's encoder. libmsgpack-cxx-dev is not
+# usable here: it depends on libboost-dev (1.74), which conflicts with libboost1.81-dev.
+pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+find_path(MSGPUCK_INCLUDE_DIR msgpuck.h REQUIRED)
+find_library(MSGPUCK_LIBRARY NAMES libmsgpuck.a msgpuck REQUIRED)
+add_library(cgn_msgpuck INTERFACE)
+target_include_directories(cgn_msgpuck SYSTEM INTERFACE ${MSGPUCK_INCLUDE_DIR})
+target_link_libraries(cgn_msgpuck INTERFACE ${MSGPUCK_LIBRARY})

@@ -13,6 +13,7 @@ BUILD_PKGS=(
   libspdlog-dev libfmt-dev libtomlplusplus-dev nlohmann-json3-dev libsimdjson-dev libcli11-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   librust-blake3-dev
+  libzmq3-dev libmsgpuck-dev
 )
 # Tools the tests and benchmarks drive as real components.
 TEST_PKGS=(

@@ -75,6 +75,7 @@ struct Engine::Req {
 Engine::Engine(EngineConfig config)
     : config_(std::move(config)), pool_(config_.model.num_gpu_blocks), stats_(config_.model.max_model_len) {
   step_.reserve(config_.model.max_num_seqs);
+  pool_.set_record_events(config_.record_kv_events);
 }
 
 Engine::~Engine() = default;
@@ -293,7 +294,8 @@ void Engine::register_full_blocks(Req& r) {
     extend_block_hashes(std::span<const TokenId>(r.tokens.data(), r.num_computed), bs, r.hashes);
   }
   for (uint32_t b = r.registered_blocks; b < full; ++b) {
-    pool_.cache_block(r.blocks[b], r.hashes[b]);
+    pool_.cache_block(r.blocks[b], r.hashes[b], b == 0 ? nullptr : &r.hashes[b - 1],
+                      std::span<const TokenId>(r.tokens.data() + static_cast<size_t>(b) * bs, bs), bs);
   }
   r.registered_blocks = full;
 }

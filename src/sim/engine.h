@@ -76,6 +76,8 @@ struct EngineConfig {
   int tp_size = 1;
   // VLLM_NIXL_ABORT_REQUEST_TIMEOUT: unclaimed prefill blocks are freed after this.
   Nanos kv_abort_timeout = 480 * kNanosPerSecond;
+  // Record KV cache events (BlockStored/BlockRemoved/AllBlocksCleared) for take_kv_events().
+  bool record_kv_events = false;
   // Called at the start of every step when set (tests, traces).
   std::function<void(const StepInfo&)> on_step;
 };
@@ -216,6 +218,9 @@ class Engine {
   size_t evict_prefix(std::span<const TokenId> prefix_tokens, Nanos now);
   // Blocks of tokens' full-block prefix present in the cache (routing tests).
   uint32_t cached_prefix_blocks(std::span<const TokenId> tokens) const;
+
+  // KV cache events recorded since the last call (config.record_kv_events), oldest first.
+  void take_kv_events(std::vector<KvCacheEvent>& out) { pool_.take_events(out); }
 
   EngineGauges gauges() const;
   const EngineStats& stats() const { return stats_; }

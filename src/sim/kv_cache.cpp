@@ -72,6 +72,24 @@ void BlockPool::drop_hash(BlockId id) {
     cached_.erase(it);
   }
   b.has_hash = false;
+  if (record_events_) {
+    record_removed(b.hash);
+  }
+}
+
+void BlockPool::record_removed(BlockHash h) {
+  if (events_.empty() || events_.back().kind != KvCacheEvent::Kind::kRemoved ||
+      events_.back().hashes.size() >= kMaxHashesPerEvent) {
+    events_.push_back(KvCacheEvent{.kind = KvCacheEvent::Kind::kRemoved});
+  }
+  events_.back().hashes.push_back(h);
+}
+
+void BlockPool::take_events(std::vector<KvCacheEvent>& out) {
+  for (auto& e : events_) {
+    out.push_back(std::move(e));
+  }
+  events_.clear();
 }
 
 uint32_t BlockPool::count_cached_prefix(std::span<const BlockHash> hashes) const {
@@ -125,7 +143,8 @@ bool BlockPool::allocate(uint32_t n, std::vector<BlockId>& out) {
   return true;
 }
 
-void BlockPool::cache_block(BlockId id, BlockHash hash) {
+void BlockPool::cache_block(BlockId id, BlockHash hash, const BlockHash* parent,
+                            std::span<const TokenId> tokens, uint32_t block_size) {
   Block& b = blocks_[id];
   if (b.has_hash) {
     return;
@@ -137,6 +156,24 @@ void BlockPool::cache_block(BlockId id, BlockHash hash) {
   b.hash = hash;
   b.has_hash = true;
   ++counters_.blocks_cached;
+  if (!record_events_) {
+    return;
+  }
+  // Continue the previous BlockStored when this block chains onto its last hash.
+  if (!events_.empty() && events_.back().kind == KvCacheEvent::Kind::kStored && parent != nullptr &&
+      !events_.back().hashes.empty() && events_.back().hashes.back() == *parent &&
+      events_.back().block_size == block_size && events_.back().hashes.size() < kMaxHashesPerEvent) {
+    events_.back().hashes.push_back(hash);
+    events_.back().tokens.insert(events_.back().tokens.end(), tokens.begin(), tokens.end());
+    return;
+  }
+  KvCacheEvent e{.kind = KvCacheEvent::Kind::kStored};
+  e.hashes.push_back(hash);
+  e.has_parent = parent != nullptr;
+  e.parent = parent != nullptr ? *parent : 0;
+  e.tokens.assign(tokens.begin(), tokens.end());
+  e.block_size = block_size;
+  events_.push_back(std::move(e));
 }
 
 void BlockPool::release(std::span<const BlockId> ids) {
@@ -150,15 +187,28 @@ void BlockPool::release(std::span<const BlockId> ids) {
 }
 
 size_t BlockPool::evict_all() {
-  size_t n = 0;
+  const bool record = record_events_;
+  record_events_ = false;  // decided below: one AllBlocksCleared, or the removals
+  std::vector<BlockHash> dropped;
   for (BlockId id = 0; id < blocks_.size(); ++id) {
     if (blocks_[id].ref == 0 && blocks_[id].has_hash) {
+      dropped.push_back(blocks_[id].hash);
       drop_hash(id);
-      ++n;
     }
   }
-  counters_.evictions += n;
-  return n;
+  record_events_ = record;
+  counters_.evictions += dropped.size();
+  if (record_events_) {
+    if (cached_.empty()) {
+      // Nothing cached is left (vLLM's reset_prefix_cache).
+      events_.push_back(KvCacheEvent{.kind = KvCacheEvent::Kind::kAllCleared});
+    } else {
+      for (BlockHash h : dropped) {
+        record_removed(h);
+      }
+    }
+  }
+  return dropped.size();
 }
 
 size_t BlockPool::evict_hashes(std::span<const BlockHash> hashes) {

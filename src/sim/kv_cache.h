@@ -16,6 +16,12 @@
 // - Usage is 1 - free/total, where free includes cached unreferenced blocks
 //   (vLLM's get_usage()).
 //
+// - Optionally (set_record_events) the pool records what vLLM's KV events
+//   report (vllm/v1/core/block_pool.py): BlockStored when full blocks enter
+//   the prefix cache, BlockRemoved when a cached hash is dropped (LRU reuse
+//   or admin eviction), AllBlocksCleared when a reset leaves no cached block.
+//   The shell drains them (take_events) and publishes them (kv_events.h).
+//
 // Thread safety: none; owned by one Engine.
 #pragma once
 
@@ -41,6 +47,21 @@ BlockHash hash_block(BlockHash parent, std::span<const TokenId> block_tokens);
 // hashes (hashes holds the first hashes.size() blocks already).
 void extend_block_hashes(std::span<const TokenId> tokens, uint32_t block_size,
                          std::vector<BlockHash>& hashes);
+
+// One KV cache event, as vLLM publishes it (before encoding). Consecutive
+// stores of one chain, and consecutive removals, are merged into one event.
+struct KvCacheEvent {
+  enum class Kind : uint8_t { kStored, kRemoved, kAllCleared };
+  Kind kind = Kind::kStored;
+  std::vector<BlockHash> hashes;  // stored or removed, in order
+  bool has_parent = false;        // stored: the chain continues a cached block
+  BlockHash parent = 0;
+  std::vector<TokenId> tokens;  // stored: the blocks' tokens, block_size each
+  uint32_t block_size = 0;      // stored
+};
+
+// Removals are merged into one event up to this many hashes (vLLM sends one per block).
+inline constexpr size_t kMaxHashesPerEvent = 512;
 
 struct KvCacheCounters {
   uint64_t evictions = 0;      // cached blocks whose hash was dropped to reuse the block
@@ -73,14 +94,17 @@ class BlockPool {
   bool allocate(uint32_t n, std::vector<BlockId>& out);
 
   // Registers a now-full block under hash. If another block already holds
-  // that hash, this block stays unregistered (the first copy wins).
-  void cache_block(BlockId id, BlockHash hash);
+  // that hash, this block stays unregistered (the first copy wins). parent and
+  // tokens only feed the BlockStored event (when events are recorded).
+  void cache_block(BlockId id, BlockHash hash, const BlockHash* parent = nullptr,
+                   std::span<const TokenId> tokens = {}, uint32_t block_size = 0);
 
   // Drops one reference from each block, last block first; blocks reaching 0
   // join the tail of the free queue.
   void release(std::span<const BlockId> ids);
 
-  // Drops every unreferenced block's hash. Returns the number evicted.
+  // Drops every unreferenced block's hash. Returns the number evicted. Records
+  // AllBlocksCleared when no cached block is left (else BlockRemoved of those dropped).
   size_t evict_all();
   // Drops the hashes of the unreferenced blocks among the given chain.
   size_t evict_hashes(std::span<const BlockHash> hashes);
@@ -88,6 +112,11 @@ class BlockPool {
   bool is_cached(BlockHash h) const { return cached_.count(h) != 0; }
   uint32_t ref_count(BlockId id) const { return blocks_[id].ref; }
   const KvCacheCounters& counters() const { return counters_; }
+
+  // KV events: off by default (no cost). take_events moves the recorded ones onto out.
+  void set_record_events(bool on) { record_events_ = on; }
+  bool records_events() const { return record_events_; }
+  void take_events(std::vector<KvCacheEvent>& out);
 
  private:
   struct Block {
@@ -101,6 +130,7 @@ class BlockPool {
   void queue_push_back(BlockId id);
   void queue_remove(BlockId id);
   void drop_hash(BlockId id);
+  void record_removed(BlockHash h);
 
   std::vector<Block> blocks_;
   std::unordered_map<BlockHash, BlockId> cached_;
@@ -108,6 +138,8 @@ class BlockPool {
   BlockId tail_ = kNoBlock;
   uint32_t num_free_ = 0;
   KvCacheCounters counters_;
+  bool record_events_ = false;
+  std::vector<KvCacheEvent> events_;
 };
 
 }  // namespace cgn::sim

@@ -92,6 +92,16 @@ bool is_switch(std::string_view f) {
 struct Parser {
   SimOptions o;
   bool port_given = false;  // --port 0 (or LLAMA_ARG_PORT=0) asks for a free port
+  KvEventEncoding kv_encoding = KvEventEncoding::kArray;
+
+  Result<Ok, LaunchError> kv_events(std::string_view json_text) {
+    auto c = parse_kv_events_config(json_text, /*enabled_by_default=*/o.flavour == Flavour::kSglang);
+    if (!c) {
+      return make_error(LaunchError::kBadValue, c.error().message);
+    }
+    o.kv_events = std::move(*c);
+    return Ok{};
+  }
 
   Result<Ok, LaunchError> apply_env(std::string_view name, std::string_view value) {
     if (name == "VLLM_NIXL_SIDE_CHANNEL_HOST") {
@@ -206,6 +216,16 @@ struct Parser {
     }
     if (f == "--sim-max-waiting") {
       return u32(o.engine.max_waiting, 1, 10'000'000);
+    }
+    if (f == "--sim-kv-events-encoding") {
+      if (v != "array" && v != "map") {
+        return bad_value(f, v, "array or map");
+      }
+      kv_encoding = v == "map" ? KvEventEncoding::kMap : KvEventEncoding::kArray;
+      return Ok{};
+    }
+    if (f == "--kv-events-config" && (fl == Flavour::kVllm || fl == Flavour::kSglang)) {
+      return kv_events(v);
     }
     if (f == "--sim-engine-index") {
       o.engine_index = std::string(v.substr(0, 16));
@@ -414,7 +434,7 @@ Result<SimOptions, LaunchError> parse_launch_line(std::span<const std::string> a
              (argv[i + 1].size() > 1 && std::isdigit(static_cast<unsigned char>(argv[i + 1][1]))))) {
           value = argv[++i];
         } else if (w.rfind("--sim-", 0) == 0 || w == "--port" || w == "--model" || w == "-m" ||
-                   w == "--model-path" || w == "--kv-transfer-config") {
+                   w == "--model-path" || w == "--kv-transfer-config" || w == "--kv-events-config") {
           return make_error(LaunchError::kMissingValue, "flag " + std::string(w) + " needs a value");
         }
       }
@@ -429,6 +449,9 @@ Result<SimOptions, LaunchError> parse_launch_line(std::span<const std::string> a
   }
   if (p.o.served_model_name.empty()) {
     p.o.served_model_name = p.o.model;
+  }
+  if (p.o.kv_events) {
+    p.o.kv_events->encoding = p.kv_encoding;
   }
   if (p.o.port == 0 && !p.port_given) {
     p.o.port = flavour_traits(p.o.flavour).default_port;

@@ -17,7 +17,8 @@
 // engine flags are accepted and listed in ignored_flags. Simulator-only
 // flags start with --sim-: --sim-time-scale F, --sim-mode random|echo,
 // --sim-deprecated-metrics, --sim-load-seconds F, --sim-fault SPEC,
-// --sim-max-waiting N, --sim-engine-index S.
+// --sim-max-waiting N, --sim-engine-index S, --sim-kv-events-encoding array|map.
+// KV events: vLLM and SGLang lines accept --kv-events-config JSON (kv_events.h).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include "sim/engine.h"
 #include "sim/faults.h"
 #include "sim/flavour.h"
+#include "sim/kv_events.h"
 
 namespace cgn::sim {
 
@@ -50,6 +52,7 @@ struct SimOptions {
   bool metrics_enabled = true;  // llama.cpp needs --metrics, SGLang --enable-metrics
   EngineConfig engine;          // node model and P/D identity
   std::optional<KvTransferConfig> kv_transfer;
+  std::optional<KvEventsConfig> kv_events;  // --kv-events-config (enabled or not)
   ReplyMode reply_mode = ReplyMode::kRandom;
   bool deprecated_metrics = false;
   double load_seconds = 0.0;  // modelled model-load time (health says "loading" meanwhile)

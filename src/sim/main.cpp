@@ -29,7 +29,8 @@ using namespace cgn;
 using namespace cgn::sim;
 
 struct Overrides {
-  std::optional<std::string> flavor, model, served, host, mode, fault, kv_config, engine_index;
+  std::optional<std::string> flavor, model, served, host, mode, fault, kv_config, engine_index,
+      kv_events_config, kv_events_encoding;
   std::optional<int> port;
   std::optional<double> time_scale, load_seconds, kv_abort_timeout_s;
   std::optional<uint32_t> max_waiting, block_size, num_gpu_blocks, max_num_seqs, max_batched_tokens,
@@ -152,6 +153,12 @@ void add_flags(CLI::App& app, Overrides& o) {
   app.add_option(
       "--kv-transfer-config", o.kv_config,
       "vLLM --kv-transfer-config JSON, e.g. {\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}");
+  app.add_option("--kv-events-config", o.kv_events_config,
+                 "vLLM/SGLang --kv-events-config JSON: publish KV events over ZMQ, e.g. "
+                 "{\"enable_kv_cache_events\":true,\"publisher\":\"zmq\",\"endpoint\":\"tcp://*:5557\"}");
+  app.add_option("--kv-events-encoding", o.kv_events_encoding,
+                 "KV events: array (msgspec array_like, default) or map (events as maps with \"type\")")
+      ->check(CLI::IsMember({"array", "map"}));
   app.add_option(
          "--kv-abort-timeout", o.kv_abort_timeout_s,
          "P/D prefill side: free unclaimed blocks after this many seconds (VLLM_NIXL_ABORT_REQUEST_TIMEOUT, "
@@ -235,6 +242,17 @@ int main(int argc, char** argv) {
       line.push_back("--kv-transfer-config");
       line.push_back(*o.kv_config);
     }
+    if (o.kv_events_config) {
+      if (f != Flavour::kVllm && f != Flavour::kSglang) {
+        return fail("--kv-events-config is a vLLM/SGLang flag");
+      }
+      line.push_back("--kv-events-config");
+      line.push_back(*o.kv_events_config);
+    }
+  }
+  if (o.kv_events_encoding) {
+    line.push_back("--sim-kv-events-encoding");
+    line.push_back(*o.kv_events_encoding);
   }
   auto parsed = parse_launch_line(line);
   if (!parsed) {

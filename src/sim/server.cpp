@@ -22,6 +22,7 @@
 #include "core/http/client.h"
 #include "core/http/server.h"
 #include "core/log.h"
+#include "sim/kv_event_publisher.h"
 #include "sim/metrics_render.h"
 #include "sim/openai_parse.h"
 #include "sim/openai_render.h"
@@ -142,7 +143,22 @@ struct SimServer::Impl {
       scratch.swap(events);
     } while (repump);
     pumping = false;
+    publish_kv_events();
     arm();
+  }
+
+  // Hands the KV cache events recorded since the last call to the ZMQ thread (one EventBatch).
+  void publish_kv_events() {
+    if (!kv_pub) {
+      return;
+    }
+    std::vector<KvCacheEvent> evs;
+    engine.take_kv_events(evs);
+    if (!evs.empty()) {
+      const double ts =
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+      kv_pub->publish(std::move(evs), ts);
+    }
   }
 
   void arm() {
@@ -527,11 +543,20 @@ struct SimServer::Impl {
       co_return;
     }
     engine.evict_all(now());
+    publish_kv_events();
     (void)co_await ex.respond(http::make_response(
         200,
         "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
         "requests, the operation will not be performed.)\n",
         "text/plain"));
+  }
+
+  // vLLM's POST /reset_prefix_cache: drops every unreferenced cached block (AllBlocksCleared when
+  // none is left). vLLM answers 200 with an empty body.
+  asio::awaitable<void> reset_prefix_cache(http::Exchange& ex) {
+    engine.evict_all(now());
+    pump();
+    (void)co_await ex.respond(http::make_response(200, "", "text/plain"));
   }
 
   asio::awaitable<void> state(http::Exchange& ex) {
@@ -579,6 +604,9 @@ struct SimServer::Impl {
     if (flavour == Flavour::kLlamacpp) {
       rt.get("/v1/health", h);
     }
+    if (flavour == Flavour::kVllm) {
+      rt.post("/reset_prefix_cache", [this](http::Exchange& ex) { return reset_prefix_cache(ex); });
+    }
     if (flavour == Flavour::kSglang) {
       rt.get("/health_generate", h);
       rt.get("/flush_cache", [this](http::Exchange& ex) { return flush_cache(ex); });
@@ -609,6 +637,7 @@ struct SimServer::Impl {
   uint16_t port = 0;
 
   std::unique_ptr<http::Server> server;
+  std::unique_ptr<KvEventPublisher> kv_pub;  // set before the worker starts; used on it only
   std::optional<asio::steady_timer> tick;
   std::unique_ptr<http::HttpClient> client;
   std::unordered_map<RequestHandle, Waiter*> waiters;
@@ -663,8 +692,18 @@ http::HttpResult<uint16_t> SimServer::start() {
     return port_;
   }
 
+  std::unique_ptr<KvEventPublisher> kv_pub;
+  if (config_.sim.kv_events && config_.sim.kv_events->enabled) {
+    auto p = KvEventPublisher::start(*config_.sim.kv_events);
+    if (!p) {
+      return http::http_error(http::HttpError::bind_failed, p.error().message);
+    }
+    kv_pub = std::move(*p);
+    ecfg.record_kv_events = true;
+  }
   impl_ = std::make_unique<Impl>(config_, std::move(ecfg));
   impl_->port = port_;
+  impl_->kv_pub = std::move(kv_pub);
   http::ServerConfig scfg;
   scfg.host = config_.sim.host == "localhost" ? "127.0.0.1" : config_.sim.host;
   scfg.port = port_;
@@ -737,6 +776,7 @@ void SimServer::stop() {
     // The worker is joined: this thread owns everything now.
     impl_->shutting_down = true;
     impl_->tick.reset();
+    impl_->kv_pub.reset();  // sends what is queued, joins its thread
     impl_->client.reset();
     impl_->server.reset();
     impl_.reset();
