@@ -146,6 +146,12 @@ std::string served_name_or_model(const config::EngineConfig& engine) {
   return engine.served_name.empty() ? engine.model : engine.served_name;
 }
 
+std::string kv_events_config_json(const LaunchOptions& options, bool with_enable_key) {
+  return std::string(with_enable_key ? R"({"enable_kv_cache_events":true,)" : "{") +
+         R"("publisher":"zmq","endpoint":"tcp://*:)" + std::to_string(options.kv_events_port) +
+         R"(","topic":")" + options.kv_events_topic + R"("})";
+}
+
 Status<DriverError> require_plain(const LaunchOptions& options, std::string_view driver) {
   if (options.role != routing::NodeRole::kBoth) {
     return unsupported(

@@ -59,6 +59,12 @@ struct LaunchOptions {
   std::string attach_kind;
   // external only: the running engine's host (IPv4 literal); its port is [engine] port.
   std::string engine_host = "127.0.0.1";
+  // KV events ([engine] kv_events, kv_events_port; docs/agent.md "KV events"): drivers whose
+  // engine publishes them add --kv-events-config binding tcp://*:kv_events_port, and the agent
+  // subscribes to tcp://engine_host:kv_events_port. Off by default.
+  bool kv_events = false;
+  uint16_t kv_events_port = 5557;
+  std::string kv_events_topic = "kv-events";
 };
 
 // The process to run. argv[0] is looked up on PATH. env holds only the variables the driver
@@ -118,6 +124,9 @@ class EngineDriver {
   virtual std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& options) const = 0;
   // False for drivers that attach to a process someone else runs.
   virtual bool spawns() const { return true; }
+  // True when the engine can publish vLLM-format KV events over ZMQ (vLLM, SGLang, the simulator;
+  // external: whatever runs there was started with them). launch_command adds the flags.
+  virtual bool publishes_kv_events() const { return false; }
 };
 
 // Drivers by name. Not thread-safe while registering; read-only use is.
@@ -156,6 +165,9 @@ void pin_gpus(const std::vector<uint32_t>& gpus, std::map<std::string, std::stri
 Status<DriverError> check_common(const config::EngineConfig& engine, std::string_view driver);
 Error<DriverError> unsupported(std::string_view driver, std::string_view what);
 std::string served_name_or_model(const config::EngineConfig& engine);
+// The --kv-events-config JSON for options (the engine binds tcp://*:kv_events_port). vLLM needs
+// "enable_kv_cache_events":true; SGLang's config has no such key (the flag itself enables).
+std::string kv_events_config_json(const LaunchOptions& options, bool with_enable_key);
 // For engines with no disaggregation or offload support: role must be both, kv_offload none.
 Status<DriverError> require_plain(const LaunchOptions& options, std::string_view driver);
 // For engines with no tensor-parallel flag: tensor_parallel must be 1.

@@ -71,6 +71,20 @@ void EtcdPublisher::record_prefixes(std::span<const Digest> chain) {
   set_.touch(chain);
 }
 
+void EtcdPublisher::withdraw(const KvWithdrawal& w) {
+  std::lock_guard lock(mu_);
+  if (w.all) {
+    set_.clear();  // the next flush deletes the node's whole KV prefix (one op)
+    ++stats_.kv_event_clears;
+  }
+  if (w.removed_blocks > 0) {
+    const uint32_t tokens = engine_block_tokens_ != 0 ? engine_block_tokens_ : w.block_size;
+    const size_t n = digests_for_engine_blocks(w.removed_blocks, tokens, options_.block_bytes);
+    stats_.kv_event_withdrawn += set_.prune_oldest(n);
+    ++stats_.kv_event_withdrawals;
+  }
+}
+
 PublisherStats EtcdPublisher::stats() const {
   std::lock_guard lock(mu_);
   PublisherStats s = stats_;
@@ -98,6 +112,7 @@ void EtcdPublisher::run() {
 
 void EtcdPublisher::update_from_record(const NodeRecord& rec) {
   // Caller holds mu_.
+  engine_block_tokens_ = rec.block_size;
   set_.set_capacity(
       publish_capacity(rec.total_blocks, rec.block_size, options_.block_bytes, options_.max_prefixes));
   if (last_epoch_.has_value() && rec.kv_epoch != *last_epoch_) {

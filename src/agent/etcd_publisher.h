@@ -27,6 +27,7 @@
 #include <string>
 #include <thread>
 
+#include "agent/kv_events.h"
 #include "agent/kv_publish_set.h"
 #include "agent/node_record.h"
 #include "core/log.h"
@@ -60,7 +61,10 @@ struct PublisherStats {
   uint64_t reconciles = 0;    // full syncs (start, after an outage or a lost lease)
   uint64_t lease_grants = 0;  // the first one included
   uint64_t pressure_prunes = 0;
-  bool connected = false;  // the last etcd call succeeded
+  uint64_t kv_event_clears = 0;       // AllBlocksCleared / sequence gaps: every prefix withdrawn
+  uint64_t kv_event_withdrawals = 0;  // BlockRemoved batches that withdrew oldest digests
+  uint64_t kv_event_withdrawn = 0;    // digests those withdrew
+  bool connected = false;             // the last etcd call succeeded
   // Longest time seen (sampled at each flush) since etcd last confirmed the lease: a lease stall
   // is this growing past ~2/3 of the TTL (two keep-alives missed).
   std::chrono::milliseconds max_lease_ack_age{0};
@@ -84,6 +88,10 @@ class EtcdPublisher {
 
   // A completed request's prefix chain (digest 0..n-1): now held by the engine. Any thread.
   void record_prefixes(std::span<const Digest> chain);
+  // The engine's KV events asked to withdraw prefixes (kv_events.h plan_withdrawal; docs/agent.md
+  // "KV events"): all = every published prefix (the next flush deletes the node's KV keys);
+  // removed_blocks = the oldest digests covering that many engine blocks. Any thread.
+  void withdraw(const KvWithdrawal& w);
   PublisherStats stats() const;
 
  private:
@@ -111,6 +119,7 @@ class EtcdPublisher {
   bool need_full_sync_ = true;
   std::string last_record_json_;
   std::optional<uint64_t> last_epoch_;
+  uint32_t engine_block_tokens_ = 0;  // the record's block_size (guarded by mu_)
   std::chrono::steady_clock::time_point last_prune_{};
   std::atomic<bool> lease_lost_{false};
   std::thread thread_;

@@ -35,6 +35,7 @@ class ExternalDriver final : public EngineDriver {
     return d.ok() && *d != nullptr ? (*d)->metrics_kind(options) : std::nullopt;
   }
   bool spawns() const override { return false; }
+  bool publishes_kv_events() const override { return true; }
 
  private:
   static Result<const EngineDriver*, DriverError> delegate(const LaunchOptions& options) {

@@ -16,6 +16,18 @@ size_t publish_capacity(uint64_t total_blocks, uint32_t engine_block_tokens, uin
   return static_cast<size_t>(std::min<uint64_t>(bytes / block_bytes, cap));
 }
 
+size_t digests_for_engine_blocks(uint64_t n, uint32_t engine_block_tokens, uint32_t block_bytes) {
+  if (n == 0) {
+    return 0;
+  }
+  const uint64_t blocks = std::min<uint64_t>(n, uint64_t{1} << 32);  // bounded before multiplying
+  if (engine_block_tokens == 0 || block_bytes == 0) {
+    return static_cast<size_t>(blocks);
+  }
+  const uint64_t bytes = blocks * engine_block_tokens * kBytesPerToken;
+  return static_cast<size_t>(std::max<uint64_t>((bytes + block_bytes - 1) / block_bytes, 1));
+}
+
 bool under_kv_pressure(uint64_t total_blocks, std::optional<uint64_t> free_blocks, double threshold) {
   if (total_blocks == 0 || !free_blocks.has_value()) {
     return false;

@@ -30,6 +30,11 @@ inline constexpr uint64_t kBytesPerToken = 4;
 size_t publish_capacity(uint64_t total_blocks, uint32_t engine_block_tokens, uint32_t block_bytes,
                         size_t cap = kMaxPublishedPrefixes);
 
+// How many digests n evicted engine blocks stand for, by the same rule (docs/agent.md "KV
+// events"): ceil(n * engine_block_tokens * kBytesPerToken / block_bytes), at least 1 for n > 0.
+// Unknown engine block size or block_bytes 0: n (one digest per block, the conservative side).
+size_t digests_for_engine_blocks(uint64_t n, uint32_t engine_block_tokens, uint32_t block_bytes);
+
 // KV pressure: the engine reported free blocks below `threshold` (5%) of a known pool.
 bool under_kv_pressure(uint64_t total_blocks, std::optional<uint64_t> free_blocks, double threshold = 0.05);
 

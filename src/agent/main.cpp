@@ -17,6 +17,7 @@
 #include "agent/agent_proxy.h"
 #include "agent/etcd_publisher.h"
 #include "agent/gpu_identity.h"
+#include "agent/kv_event_subscriber.h"
 #include "agent/node_agent.h"
 #include "core/host_port.h"
 #include "core/log.h"
@@ -232,6 +233,24 @@ int main(int argc, char** argv) {
       recorder);
   if (publisher) {
     add_publisher_metrics(proxy.registry(), *publisher);
+  }
+  // [engine] kv_events: the engine's KV events withdraw evicted prefixes (docs/agent.md "KV events").
+  std::unique_ptr<agent::KvEventSubscriber> kv_events;
+  if (auto sub = agent::kv_events_subscription(**driver, setup->launch); !sub) {
+    std::cerr << "cgn-agent: [engine] " << sub.error().message << "\n";
+    return 2;
+  } else if (sub->has_value()) {
+    kv_events = std::make_unique<agent::KvEventSubscriber>(
+        **sub, [p = publisher.get()](const agent::KvWithdrawal& w) {
+          if (p != nullptr) {
+            p->withdraw(w);
+          }
+        });
+    agent::add_kv_event_metrics(proxy.registry(), *kv_events, publisher.get());
+    if (auto st = kv_events->start(); !st) {
+      std::cerr << "cgn-agent: [engine] kv_events: " << st.error().message << "\n";
+      return 2;
+    }
   }
   auto port = proxy.start();
   if (!port) {

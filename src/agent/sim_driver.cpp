@@ -28,10 +28,16 @@ class SimDriver final : public EngineDriver {
                 std::to_string(engine.port),
                 "--served-model-name",
                 detail::served_name_or_model(engine)};
+    if (options.kv_events) {
+      cmd.argv.push_back("--kv-events-config");
+      cmd.argv.push_back(detail::kv_events_config_json(options, /*with_enable_key=*/true));
+    }
     cmd.argv.insert(cmd.argv.end(), engine.extra_args.begin(), engine.extra_args.end());
     detail::pin_gpus(engine.gpus, cmd.env);
     return cmd;
   }
+
+  bool publishes_kv_events() const override { return true; }
 
   std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& /*options*/) const override {
     return routing::EngineKind::kVllm;

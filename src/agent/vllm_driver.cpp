@@ -70,10 +70,16 @@ class VllmDriver final : public EngineDriver {
       cmd.argv.push_back("--kv-transfer-config");
       cmd.argv.push_back(kv_transfer);
     }
+    if (options.kv_events) {
+      cmd.argv.push_back("--kv-events-config");
+      cmd.argv.push_back(detail::kv_events_config_json(options, /*with_enable_key=*/true));
+    }
     cmd.argv.insert(cmd.argv.end(), engine.extra_args.begin(), engine.extra_args.end());
     detail::pin_gpus(engine.gpus, cmd.env);
     return cmd;
   }
+
+  bool publishes_kv_events() const override { return true; }
 
   std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& /*options*/) const override {
     return routing::EngineKind::kVllm;

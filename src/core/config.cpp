@@ -218,6 +218,8 @@ void read_engine(TableReader& r, EngineConfig& c) {
   r.get("nixl_side_channel_port", c.nixl_side_channel_port, {0, 65535});
   r.get("parallel_slots", c.parallel_slots, {1, 1024});
   r.get("page_size", c.page_size, {0, 65536});
+  r.get("kv_events", c.kv_events);
+  r.get("kv_events_port", c.kv_events_port, {1, 65535});
 }
 
 toml::array to_array(const std::vector<std::string>& v) {
@@ -419,7 +421,9 @@ std::string dump_config(const CognitoraConfig& c) {
                      {"nixl_side_channel_host", c.engine.nixl_side_channel_host},
                      {"nixl_side_channel_port", c.engine.nixl_side_channel_port},
                      {"parallel_slots", c.engine.parallel_slots},
-                     {"page_size", c.engine.page_size}};
+                     {"page_size", c.engine.page_size},
+                     {"kv_events", c.engine.kv_events},
+                     {"kv_events_port", c.engine.kv_events_port}};
   // Only meaningful (and only valid) for kind = "external".
   if (!c.engine.url.empty()) {
     engine.insert("url", c.engine.url);

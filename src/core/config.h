@@ -187,6 +187,10 @@ struct EngineConfig {
   uint16_t nixl_side_channel_port = 0;       // vLLM VLLM_NIXL_SIDE_CHANNEL_PORT; 0 = engine default
   uint32_t parallel_slots = 4;               // llama.cpp --parallel
   uint32_t page_size = 0;                    // SGLang --page-size; 0 = the engine's default (1)
+  // KV events (vLLM/SGLang/sim/external; docs/agent.md): the engine publishes them on
+  // tcp://*:kv_events_port, the agent subscribes and withdraws evicted prefixes. Off by default.
+  bool kv_events = false;
+  uint16_t kv_events_port = 5557;
 };
 
 struct CognitoraConfig {
