@@ -48,8 +48,9 @@ constexpr int kPublishMs = 250;
 
 struct Agent {
   std::string id;
-  uint16_t port = 0;         // data path
-  uint16_t engine_port = 0;  // the simulator
+  uint16_t port = 0;            // data path
+  uint16_t engine_port = 0;     // the simulator
+  uint16_t kv_events_port = 0;  // the simulator's KV events (vllm only; 0 = off)
   std::unique_ptr<Process> proc;
 };
 
@@ -76,6 +77,12 @@ class EtcdCluster : public ::testing::Test {
     a.id = id;
     a.port = static_cast<uint16_t>(cgn::testing::free_port());
     a.engine_port = static_cast<uint16_t>(cgn::testing::free_port());
+    // vLLM publishes KV events (the simulator behind the `vllm` wrapper does too); llama.cpp cannot.
+    std::string kv_events;
+    if (kind == "vllm") {
+      a.kv_events_port = static_cast<uint16_t>(cgn::testing::free_port());
+      kv_events = "kv_events = true\nkv_events_port = " + std::to_string(a.kv_events_port) + "\n";
+    }
     const std::string cfg = dir_.file("agent-" + id + ".toml");
     cgn::testing::write_file(
         cfg, "[agent]\nnode_id = \"" + id + "\"\nlisten = \"127.0.0.1:" + std::to_string(a.port) +
@@ -83,7 +90,8 @@ class EtcdCluster : public ::testing::Test {
                  "publish_interval_ms = " +
                  std::to_string(kPublishMs) + "\n[engine]\nkind = \"" + kind +
                  "\"\nmodel = \"m\"\nserved_name = \"m\"\nport = " + std::to_string(a.engine_port) +
-                 "\nextra_args = [\"--sim-time-scale\", \"0.01\"]\n[state.etcd]\nendpoints = "
+                 "\nextra_args = [\"--sim-time-scale\", \"0.01\"]\n" + kv_events +
+                 "[state.etcd]\nendpoints = "
                  "[\"http://" +
                  etcd_.endpoint() + "\"]\nlease_ttl_s = " + std::to_string(kLeaseTtlS) + "\n");
     const char* path = std::getenv("PATH");
@@ -174,23 +182,55 @@ TEST_F(EtcdCluster, AffinityFromLivePrefixesSurvivesARouterRestart) {
   }
 }
 
-// DISABLED: cgn-agent does not yet notice an eviction inside the engine (POST /admin/evict frees
-// cached blocks without changing the free-block count, so no kv_epoch rule fires and the published
-// prefixes stay until they age out of the LRU). Enable once the agent withdraws evicted prefixes
-// (measured with it disabled: not withdrawn within 5 s).
-TEST_F(EtcdCluster, DISABLED_ForcedEvictionOnTheEngineStopsThePreferenceWithinOnePublishInterval) {
-  const std::string body = chat_body("m", long_prompt("evict"));
-  const std::string node = seed(body);
+// The engine behind agent "a" (vllm) publishes KV events; its agent withdraws what the engine
+// evicted (docs/agent.md "KV events"). Evict-all is exact (AllBlocksCleared withdraws every key).
+TEST_F(EtcdCluster, ForcedEvictionOnTheEngineStopsThePreferenceWithinOnePublishInterval) {
+  std::string body;
+  for (int i = 0; i < 12 && body.empty(); ++i) {
+    const std::string b = chat_body("m", long_prompt("evict" + std::to_string(i)));
+    if (seed(b) == "a") {
+      body = b;
+    }
+  }
+  ASSERT_FALSE(body.empty()) << "no prompt was routed to node a";
   const auto d = body_digests(body);
-  auto ev = http_call(agent(node).engine_port, "POST", "/admin/evict", R"({"all":true})");
+  auto ev = http_call(agent("a").engine_port, "POST", "/admin/evict", R"({"all":true})");
   ASSERT_EQ(ev.status, 200u) << ev.body;
   const auto t0 = std::chrono::steady_clock::now();
-  // The agent must withdraw the evicted prefixes (a publish interval, plus its scrape).
-  const bool gone = wait_until([&] { return published(node, d) == 0; }, 5s);
+  // AllBlocksCleared -> the agent's next flush (one publish interval) deletes its KV keys.
+  const bool gone = wait_until([&] { return published("a", d) == 0; }, 5s);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("[measured] forced eviction -> prefixes withdrawn from etcd: %.0f ms (%s)\n", ms,
-              gone ? "withdrawn" : "NOT withdrawn within 5 s");
-  EXPECT_TRUE(gone) << "the agent did not withdraw prefixes the engine evicted";
+  std::printf(
+      "[measured] forced eviction (all) -> prefixes withdrawn from etcd: %.0f ms (publish interval %d ms)\n",
+      ms, kPublishMs);
+  ASSERT_TRUE(gone) << "the agent did not withdraw prefixes the engine evicted\n" << agent("a").proc->log();
+  // One publish interval, plus the event's trip and the txn (generous for a loaded 2-core runner).
+  EXPECT_LE(ms, 2.0 * kPublishMs + 500.0);
+  // The node keeps serving, and publishes again what it caches next.
+  const std::string again = seed(body);
+  EXPECT_FALSE(again.empty());
+}
+
+// Evicting one prompt's blocks (BlockRemoved) withdraws the oldest published digests covering them:
+// with only that prompt published on the node, that is the prompt itself (the LRU approximation).
+TEST_F(EtcdCluster, EvictingOnePromptOnTheEngineWithdrawsItsOldestDigests) {
+  std::string body;
+  for (int i = 0; i < 12 && body.empty(); ++i) {
+    const std::string b = chat_body("m", long_prompt("evict-one" + std::to_string(i)));
+    if (seed(b) == "a") {
+      body = b;
+    }
+  }
+  ASSERT_FALSE(body.empty()) << "no prompt was routed to node a";
+  const auto d = body_digests(body);
+  auto ev = http_call(agent("a").engine_port, "POST", "/admin/evict", body);
+  ASSERT_EQ(ev.status, 200u) << ev.body;
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool gone = wait_until([&] { return published("a", d) == 0; }, 5s);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[measured] forced eviction (one prompt, %s) -> withdrawn: %.0f ms, %zu of %zu digests left\n",
+              ev.body.c_str(), ms, published("a", d), d.size());
+  EXPECT_TRUE(gone);
 }
 
 TEST_F(EtcdCluster, EngineKillBumpsTheEpochAndTheRouterDropsTheNodesPrefixes) {
