@@ -1,5 +1,6 @@
 #include "sim/kv_event_publisher.h"
 
+#include <dlfcn.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -12,20 +13,60 @@ namespace cgn::sim {
 
 namespace {
 
+// libzmq is loaded when a publisher starts, not linked: an instance without KV events keeps its
+// footprint (libzmq and its dependencies are ~2 MB of resident library pages) and runs where
+// libzmq is not installed. decltype on the declarations from zmq.h keeps the signatures exact.
+// clang-format off
+#define CGN_ZMQ_FUNCS(X)                                                                    \
+  X(zmq_bind) X(zmq_close) X(zmq_connect) X(zmq_ctx_new) X(zmq_ctx_term) X(zmq_errno)        \
+  X(zmq_getsockopt) X(zmq_msg_close) X(zmq_msg_data) X(zmq_msg_init) X(zmq_msg_more)         \
+  X(zmq_msg_recv) X(zmq_msg_size) X(zmq_poll) X(zmq_send) X(zmq_setsockopt) X(zmq_socket)    \
+  X(zmq_strerror)
+// clang-format on
+
+struct ZmqApi {
+#define CGN_ZMQ_DECL(f) decltype(&::f) f = nullptr;
+  CGN_ZMQ_FUNCS(CGN_ZMQ_DECL)
+#undef CGN_ZMQ_DECL
+};
+
+ZmqApi Z;
+
+// Loads libzmq.so.5 once; "" or why not.
+std::string load_zmq() {
+  static const std::string err = [] {
+    void* h = ::dlopen("libzmq.so.5", RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) {
+      const char* e = ::dlerror();
+      return std::string("cannot load libzmq.so.5 (Debian libzmq5): ") + (e != nullptr ? e : "");
+    }
+    std::string missing;
+#define CGN_ZMQ_LOAD(f)                                   \
+  Z.f = reinterpret_cast<decltype(&::f)>(::dlsym(h, #f)); \
+  if (Z.f == nullptr) {                                   \
+    missing += " " #f;                                    \
+  }
+    CGN_ZMQ_FUNCS(CGN_ZMQ_LOAD)
+#undef CGN_ZMQ_LOAD
+    return missing.empty() ? std::string() : "libzmq.so.5 lacks" + missing;
+  }();
+  return err;
+}
+
 std::string zmq_err(const std::string& what) {
-  return what + ": " + zmq_strerror(zmq_errno());
+  return what + ": " + Z.zmq_strerror(Z.zmq_errno());
 }
 
 // Binds or connects by vLLM's rule; returns "" or an error.
 std::string attach(void* sock, const std::string& endpoint, bool bind) {
-  const int rc = bind ? zmq_bind(sock, endpoint.c_str()) : zmq_connect(sock, endpoint.c_str());
+  const int rc = bind ? Z.zmq_bind(sock, endpoint.c_str()) : Z.zmq_connect(sock, endpoint.c_str());
   return rc == 0 ? "" : zmq_err(std::string(bind ? "bind " : "connect ") + endpoint);
 }
 
 std::string last_endpoint(void* sock, const std::string& fallback) {
   std::array<char, 256> buf{};
   size_t len = buf.size();
-  if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, buf.data(), &len) != 0 || len == 0) {
+  if (Z.zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, buf.data(), &len) != 0 || len == 0) {
     return fallback;
   }
   return std::string(buf.data());
@@ -35,7 +76,7 @@ bool send_frames(void* sock, std::initializer_list<std::string_view> frames) {
   size_t i = 0;
   for (std::string_view f : frames) {
     const int flags = ++i < frames.size() ? ZMQ_SNDMORE : 0;
-    if (zmq_send(sock, f.data(), f.size(), flags) < 0) {
+    if (Z.zmq_send(sock, f.data(), f.size(), flags) < 0) {
       return false;
     }
   }
@@ -48,23 +89,26 @@ KvEventPublisher::KvEventPublisher(KvEventsConfig config)
     : config_(std::move(config)), log_(log::get("sim.kv_events")) {}
 
 Result<std::unique_ptr<KvEventPublisher>, std::string> KvEventPublisher::start(KvEventsConfig config) {
+  if (auto e = load_zmq(); !e.empty()) {
+    return make_error(std::string("kv events"), e);
+  }
   std::unique_ptr<KvEventPublisher> p(new KvEventPublisher(std::move(config)));
-  p->ctx_ = zmq_ctx_new();
+  p->ctx_ = Z.zmq_ctx_new();
   if (p->ctx_ == nullptr) {
     return make_error(std::string("kv events"), zmq_err("zmq_ctx_new"));
   }
-  p->pub_ = zmq_socket(p->ctx_, ZMQ_PUB);
+  p->pub_ = Z.zmq_socket(p->ctx_, ZMQ_PUB);
   const int linger = 0;
-  zmq_setsockopt(p->pub_, ZMQ_LINGER, &linger, sizeof(linger));
-  zmq_setsockopt(p->pub_, ZMQ_SNDHWM, &p->config_.hwm, sizeof(p->config_.hwm));
+  Z.zmq_setsockopt(p->pub_, ZMQ_LINGER, &linger, sizeof(linger));
+  Z.zmq_setsockopt(p->pub_, ZMQ_SNDHWM, &p->config_.hwm, sizeof(p->config_.hwm));
   const bool bind = kv_endpoint_binds(p->config_.endpoint);
   if (auto e = attach(p->pub_, p->config_.endpoint, bind); !e.empty()) {
     return make_error(std::string("kv events"), e);
   }
   p->endpoint_ = bind ? last_endpoint(p->pub_, p->config_.endpoint) : p->config_.endpoint;
   if (!p->config_.replay_endpoint.empty()) {
-    p->router_ = zmq_socket(p->ctx_, ZMQ_ROUTER);
-    zmq_setsockopt(p->router_, ZMQ_LINGER, &linger, sizeof(linger));
+    p->router_ = Z.zmq_socket(p->ctx_, ZMQ_ROUTER);
+    Z.zmq_setsockopt(p->router_, ZMQ_LINGER, &linger, sizeof(linger));
     if (auto e = attach(p->router_, p->config_.replay_endpoint, true); !e.empty()) {
       return make_error(std::string("kv events"), e);
     }
@@ -86,13 +130,13 @@ Result<std::unique_ptr<KvEventPublisher>, std::string> KvEventPublisher::start(K
 KvEventPublisher::~KvEventPublisher() {
   stop();
   if (pub_ != nullptr) {
-    zmq_close(pub_);
+    Z.zmq_close(pub_);
   }
   if (router_ != nullptr) {
-    zmq_close(router_);
+    Z.zmq_close(router_);
   }
   if (ctx_ != nullptr) {
-    zmq_ctx_term(ctx_);
+    Z.zmq_ctx_term(ctx_);
   }
   if (wake_fd_ >= 0) {
     ::close(wake_fd_);
@@ -146,11 +190,11 @@ void KvEventPublisher::run() {
   items[1].events = ZMQ_POLLIN;
   const int n = router_ != nullptr ? 2 : 1;
   while (true) {
-    if (zmq_poll(items.data(), n, -1) < 0) {
-      if (zmq_errno() == EINTR) {
+    if (Z.zmq_poll(items.data(), n, -1) < 0) {
+      if (Z.zmq_errno() == EINTR) {
         continue;
       }
-      CGN_LOG_ERROR(log_, "zmq_poll failed; KV events stop", log::kv("error", zmq_strerror(zmq_errno())));
+      CGN_LOG_ERROR(log_, "zmq_poll failed; KV events stop", log::kv("error", Z.zmq_strerror(Z.zmq_errno())));
       return;
     }
     if ((items[0].revents & ZMQ_POLLIN) != 0) {
@@ -181,7 +225,7 @@ void KvEventPublisher::send_queued() {
     const std::string seq = encode_seq(p.seq);
     if (!send_frames(pub_, {config_.topic, seq, payload})) {
       CGN_LOG_WARN(log_, "KV event batch not sent", log::kv("seq", p.seq),
-                   log::kv("error", zmq_strerror(zmq_errno())));
+                   log::kv("error", Z.zmq_strerror(Z.zmq_errno())));
     } else {
       ++sent;
       events += p.events.size();
@@ -207,21 +251,21 @@ void KvEventPublisher::answer_replay() {
     int more = 1;
     while (more != 0 && frames.size() < 8) {
       zmq_msg_t m;
-      zmq_msg_init(&m);
-      if (zmq_msg_recv(&m, router_, frames.empty() ? ZMQ_DONTWAIT : 0) < 0) {
-        zmq_msg_close(&m);
+      Z.zmq_msg_init(&m);
+      if (Z.zmq_msg_recv(&m, router_, frames.empty() ? ZMQ_DONTWAIT : 0) < 0) {
+        Z.zmq_msg_close(&m);
         return;
       }
-      frames.emplace_back(static_cast<const char*>(zmq_msg_data(&m)), zmq_msg_size(&m));
-      more = zmq_msg_more(&m);
-      zmq_msg_close(&m);
+      frames.emplace_back(static_cast<const char*>(Z.zmq_msg_data(&m)), Z.zmq_msg_size(&m));
+      more = Z.zmq_msg_more(&m);
+      Z.zmq_msg_close(&m);
     }
     while (more != 0) {  // an over-long request: drop its remaining frames
       zmq_msg_t m;
-      zmq_msg_init(&m);
-      const int rc = zmq_msg_recv(&m, router_, 0);
-      more = rc < 0 ? 0 : zmq_msg_more(&m);
-      zmq_msg_close(&m);
+      Z.zmq_msg_init(&m);
+      const int rc = Z.zmq_msg_recv(&m, router_, 0);
+      more = rc < 0 ? 0 : Z.zmq_msg_more(&m);
+      Z.zmq_msg_close(&m);
       frames.emplace_back();
     }
     if (frames.size() != 3 || frames[2].size() != 8) {
