@@ -39,6 +39,8 @@ nixl_side_channel_host = "10.0.0.7"
 nixl_side_channel_port = 5600
 parallel_slots = 8
 page_size = 64
+kv_events = true
+kv_events_port = 6557
 )");
   ASSERT_TRUE(r.ok()) << r.error().message;
   const auto& a = r->agent;
@@ -55,6 +57,8 @@ page_size = 64
   EXPECT_EQ(e.nixl_side_channel_port, 5600);
   EXPECT_EQ(e.parallel_slots, 8u);
   EXPECT_EQ(e.page_size, 64u);
+  EXPECT_TRUE(e.kv_events);
+  EXPECT_EQ(e.kv_events_port, 6557);
   // The dump loads back to the same values.
   auto again = load(dump_config(*r));
   ASSERT_TRUE(again.ok()) << again.error().message;
@@ -72,6 +76,15 @@ attach_kind = "llamacpp"
   EXPECT_EQ(r->engine.kind, "external");
   EXPECT_EQ(r->engine.url, "http://127.0.0.1:8123");
   EXPECT_EQ(r->engine.attach_kind, "llamacpp");
+}
+
+TEST(ConfigAgent, KvEventsAreOffByDefaultAndThePortIsBounded) {
+  auto d = load("[engine]\nkind = \"vllm\"\n");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->engine.kv_events);
+  EXPECT_EQ(d->engine.kv_events_port, 5557);
+  EXPECT_FALSE(load("[engine]\nkv_events_port = 0\n").ok());
+  EXPECT_FALSE(load("[engine]\nkv_events = \"yes\"\n").ok());
 }
 
 TEST(ConfigAgent, KvOffloadAcceptsTheOlderBoolean) {
