@@ -42,6 +42,7 @@ struct Flight {
   bool decode = false;             // which leg is in flight
   Nanos first_token = -1;          // decode leg
   uint32_t prefill_cached = 0;     // the prefill node's prefix-cache hits
+  Nanos handoff = -1;              // when the prefill leg answered
 };
 
 }  // namespace
@@ -122,6 +123,8 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
   std::vector<double> ttft;
   std::vector<double> itl;
   std::vector<double> e2e;
+  std::vector<double> prefill_leg;
+  std::vector<double> decode_ttft;
   uint64_t good = 0;
   uint64_t output_tokens = 0;
   Nanos last_done = 0;
@@ -274,6 +277,7 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
             continue;
           }
           f.prefill_cached = comp.usage.cached_tokens;
+          f.handoff = ev.time;
           if (!comp.kv_transfer_params) {
             ++out.recomputes;
           }
@@ -293,6 +297,10 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
         const Nanos arr = arrival[k];
         const double t = seconds(f.first_token - arr);
         ttft.push_back(t);
+        if (f.handoff >= 0) {
+          prefill_leg.push_back(seconds(f.handoff - arr));
+          decode_ttft.push_back(seconds(f.first_token - f.handoff));
+        }
         e2e.push_back(seconds(ev.time - arr));
         const uint32_t n = comp.usage.completion_tokens;
         const double per_tok = n > 1 ? seconds(ev.time - f.first_token) / (n - 1) : 0.0;
@@ -360,6 +368,12 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
   res.itl_p90_s = percentile(itl, 90);
   res.itl_mean_s = mean(itl);
   res.e2e_p50_s = percentile(e2e, 50);
+  std::sort(prefill_leg.begin(), prefill_leg.end());
+  std::sort(decode_ttft.begin(), decode_ttft.end());
+  out.prefill_leg_p50_s = percentile(prefill_leg, 50);
+  out.prefill_leg_p90_s = percentile(prefill_leg, 90);
+  out.decode_ttft_p50_s = percentile(decode_ttft, 50);
+  out.decode_ttft_p90_s = percentile(decode_ttft, 90);
   res.makespan_s = seconds(last_done);
   if (res.makespan_s > 0) {
     res.goodput_rps = static_cast<double>(good) / res.makespan_s;
@@ -368,11 +382,12 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
   res.hit_rate = res.prompt_tokens == 0
                      ? 0
                      : static_cast<double>(res.cached_tokens) / static_cast<double>(res.prompt_tokens);
-  Nanos busy_sum = 0, busy_max = 0, busy_p = 0, busy_d = 0;
+  Nanos busy_sum = 0, busy_max = 0, busy_p = 0, busy_d = 0, busy_p_max = 0;
   for (uint32_t i = 0; i < c.nodes; ++i) {
     busy_sum += busy[i];
     busy_max = std::max(busy_max, busy[i]);
     (i < out.prefill_nodes ? busy_p : busy_d) += busy[i];
+    busy_p_max = i < out.prefill_nodes ? std::max(busy_p_max, busy[i]) : busy_p_max;
   }
   res.busy_mean_s = seconds(busy_sum) / static_cast<double>(c.nodes);
   res.busy_max_s = seconds(busy_max);
@@ -381,6 +396,7 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
   if (res.makespan_s > 0) {
     out.prefill_utilisation = seconds(busy_p) / out.prefill_nodes / res.makespan_s;
     out.decode_utilisation = seconds(busy_d) / out.decode_nodes / res.makespan_s;
+    out.prefill_max_utilisation = seconds(busy_p_max) / res.makespan_s;
   }
   return out;
 }
@@ -449,9 +465,9 @@ bool within_slo(const PolicyResult& r, double ttft, double itl) {
 
 std::string row(const std::string& name, const PolicyResult& r, const std::string& extra) {
   return fmt::format(
-      "| {} | {:.3f} | {:.3f} | {:.3f} | {:.1f} | {:.1f} | {:.0f} | {:.3f} | {:.1f} | {} | {} |\n", name,
+      "| {} | {:.3f} | {:.3f} | {:.3f} | {:.1f} | {:.1f} | {:.0f} | {:.3f} | {:.1f} | {} / {} | {} |\n", name,
       r.ttft_p50_s, r.ttft_p90_s, r.ttft_p99_s, r.itl_p50_s * 1e3, r.itl_p90_s * 1e3, r.output_tok_s,
-      r.goodput_rps, r.makespan_s, r.errors + r.shed, extra);
+      r.goodput_rps, r.makespan_s, r.errors, r.shed, extra);
 }
 
 }  // namespace
@@ -470,18 +486,22 @@ std::string render_pd_markdown(const PdReport& r) {
     md +=
         "| mode | TTFT p50 s | p90 s | p99 s | ITL p50 ms | ITL p90 ms | out tok/s | goodput req/s | "
         "makespan s | "
-        "failed | notes |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+        "errors / shed | notes |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     md += row("aggregated", lr.aggregated,
               fmt::format("hit rate {:.1f}%, busy {:.2f}", lr.aggregated.hit_rate * 100,
                           lr.aggregated.utilisation));
     for (const auto& s : lr.splits) {
       const double mean_tx = s.pulls_ok > 0 ? static_cast<double>(s.transferred_tokens) / s.pulls_ok : 0;
       md += row(s.r.policy, s.r,
-                fmt::format("prefill hit rate {:.1f}%, busy P {:.2f} / D {:.2f}; pulls {} ok {} failed, {} "
-                            "recompute, {} fallback; "
-                            "{:.0f} tokens/pull",
-                            s.r.hit_rate * 100, s.prefill_utilisation, s.decode_utilisation, s.pulls_ok,
-                            s.pulls_failed, s.recomputes, s.fallbacks, mean_tx));
+                fmt::format(
+                    "TTFT = prefill leg p50 {:.2f} / p90 {:.2f} s + handoff to first token p50 {:.3f} / p90 "
+                    "{:.3f} s; prefill hit rate {:.1f}%, busy P {:.2f} (max {:.2f}) / D {:.2f}; pulls {} ok "
+                    "{} failed, {} "
+                    "recompute, {} fallback (no prefill node); "
+                    "{:.0f} tokens/pull",
+                    s.prefill_leg_p50_s, s.prefill_leg_p90_s, s.decode_ttft_p50_s, s.decode_ttft_p90_s,
+                    s.r.hit_rate * 100, s.prefill_utilisation, s.prefill_max_utilisation,
+                    s.decode_utilisation, s.pulls_ok, s.pulls_failed, s.recomputes, s.fallbacks, mean_tx));
     }
     md += "\n";
   }

@@ -27,13 +27,18 @@ struct PdResult {
   PolicyResult r;  // policy "pd P:D"; per-node busy and counts over all nodes
   uint32_t prefill_nodes = 0;
   uint32_t decode_nodes = 0;
-  uint64_t pulls_ok = 0;            // decode legs that pulled the prompt's blocks
-  uint64_t pulls_failed = 0;        // claims that failed (expired, unknown): decode recomputed
-  uint64_t recomputes = 0;          // prefill answered without params: decode recomputed
-  uint64_t fallbacks = 0;           // no prefill node eligible: served aggregated on a decode node
-  uint64_t transferred_tokens = 0;  // tokens moved by pulls
-  double prefill_utilisation = 0;   // busy / makespan, mean over the prefill pool
-  double decode_utilisation = 0;    // over the decode pool
+  uint64_t pulls_ok = 0;               // decode legs that pulled the prompt's blocks
+  uint64_t pulls_failed = 0;           // claims that failed (expired, unknown): decode recomputed
+  uint64_t recomputes = 0;             // prefill answered without params: decode recomputed
+  uint64_t fallbacks = 0;              // no prefill node eligible: served aggregated on a decode node
+  uint64_t transferred_tokens = 0;     // tokens moved by pulls
+  double prefill_utilisation = 0;      // busy / makespan, mean over the prefill pool
+  double decode_utilisation = 0;       // over the decode pool
+  double prefill_max_utilisation = 0;  // the busiest prefill node's busy / makespan
+  // TTFT split at the handoff: arrival -> prefill answer, and prefill answer -> decode first
+  // token (claim, transfer, queueing on the decode node, one step).
+  double prefill_leg_p50_s = 0, prefill_leg_p90_s = 0;
+  double decode_ttft_p50_s = 0, decode_ttft_p90_s = 0;
 };
 
 // One disaggregated run: nodes [0, prefill_nodes) prefill, the rest decode (both pools non-empty).
