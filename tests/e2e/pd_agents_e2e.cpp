@@ -134,6 +134,8 @@ class PdAgents : public ::testing::Test {
         << get(port_, "/metrics").body << router_->log() << agents_.front().proc->log();
   }
 
+  void prefill_node_dies_mid_leg(bool kill_agent, const std::string& retry_reason);
+
   double metric(const std::string& series) const {
     return sample(get(port_, "/metrics").body, series).value_or(0.0);
   }
@@ -228,7 +230,10 @@ TEST_F(PdAgents, AnExpiredHandoffMakesTheDecodeNodeRecompute) {
   EXPECT_EQ(d.state()["kv_pulls_failed"], 1);
 }
 
-TEST_F(PdAgents, AKilledPrefillEngineFailsItsLegsAndTheyAreRetriedOnAnotherPrefillNode) {
+// Six streamed requests whose prefill legs sit in a slow prefill node when `kill` (the engine
+// under its agent, or the agent itself) is SIGKILLed: every one is retried on the other prefill
+// node, decoded on d and answered in full; `retry_reason` is what the router saw fail.
+void PdAgents::prefill_node_dies_mid_leg(bool kill_agent, const std::string& retry_reason) {
   // The victim's engine prefills slowly (time scale 20), so the legs sit in it when it dies.
   AgentNode& victim = agent("victim", "prefill", "20");
   AgentNode& p = agent("p", "prefill", kFast);
@@ -241,12 +246,13 @@ TEST_F(PdAgents, AKilledPrefillEngineFailsItsLegsAndTheyAreRetriedOnAnotherPrefi
     }));
   }
   ASSERT_TRUE(wait_until([&] { return victim.busy() > 0; }, 10s));
-  // SIGKILL the engine under the victim's agent: the agent answers its legs 502/503, which the
-  // router retries on the other prefill node.
   const std::vector<pid_t> engines = children_of(victim.proc->pid());
   ASSERT_FALSE(engines.empty());
+  if (kill_agent) {
+    victim.proc->signal(SIGKILL);  // the router's connections to the agent close
+  }
   for (pid_t c : engines) {
-    ::kill(c, SIGKILL);
+    ::kill(c, SIGKILL);  // the engine (an agent's engine is in its own process group)
   }
   for (auto& f : inflight) {
     const Reply rep = f.get();
@@ -255,9 +261,18 @@ TEST_F(PdAgents, AKilledPrefillEngineFailsItsLegsAndTheyAreRetriedOnAnotherPrefi
     EXPECT_EQ(rep.header("X-CGN-Prefill-Node"), "p");
     EXPECT_EQ(rep.events.back(), "[DONE]");
   }
-  EXPECT_GE(metric("cgn_router_retries_total{model=\"m\",reason=\"status_5xx\"}"), 1.0);
+  EXPECT_GE(metric("cgn_router_retries_total{model=\"m\",reason=\"" + retry_reason + "\"}"), 1.0);
   EXPECT_EQ(p.state()["kv_handoffs_claimed"], 6);
   EXPECT_EQ(d.state()["kv_pulls_ok"], 6);
+}
+
+TEST_F(PdAgents, AKilledPrefillEngineFailsItsLegsAndTheyAreRetriedOnAnotherPrefillNode) {
+  // The agent stays and answers its legs 502/503, which the router retries.
+  prefill_node_dies_mid_leg(false, "status_5xx");
+}
+
+TEST_F(PdAgents, AKilledPrefillAgentsLegsAreRetriedOnAnotherPrefillNode) {
+  prefill_node_dies_mid_leg(true, "closed");
 }
 
 TEST_F(PdAgents, WithNoPrefillNodeUpTheRequestFallsBackToAggregatedOrGets503) {
