@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "bench_harness/cluster_sim_pd.h"
 #include "bench_harness/load_cmd.h"
 #include "bench_harness/report.h"
 
@@ -75,6 +76,10 @@ int main(int argc, char** argv) {
   sim->add_option("--json", out_json, "write the JSON report here");
   std::string plot_data;
   sim->add_option("--plot-data", plot_data, "write gnuplot tables PREFIX-headline.dat, PREFIX-sweep.dat");
+  std::vector<uint32_t> pd_prefill;
+  sim->add_option("--pd-prefill", pd_prefill,
+                  "aggregated vs disaggregated (cluster_sim_pd.h): prefill node counts to compare, "
+                  "the rest of the nodes decode (e.g. 2 3 4)");
   const auto load_cmd = cgn::bench::add_load_command(app);  // `cgn-bench load` (load_cmd_main.cpp)
   CLI11_PARSE(app, argc, argv);
   if (const int rc = load_cmd(); rc >= 0) {
@@ -131,6 +136,9 @@ int main(int argc, char** argv) {
   }
   if (uncached_weight > 0) {
     cc.routing.weights.uncached_weight = uncached_weight;
+  }
+  if (!pd_prefill.empty()) {
+    return cgn::bench::pd_main(w, cc, so.levels, pd_prefill, jobs, out_md);
   }
   const bool diagnostic = no_guard || prefill_rate > 0 || uncached_weight > 0;
   const auto t0 = std::chrono::steady_clock::now();

@@ -191,9 +191,23 @@ asio::awaitable<PdRouter::Leg> PdRouter::prefill(http::Exchange& ex, const http:
   std::string last_answer_node;
   std::string last_error;
   bool last_timeout = false;
+  // The client left during the prefill leg: the server cancelled the pending send (the
+  // connection to the prefill node closes, so the node aborts the request), or it left before an
+  // attempt began. Either way no decode leg follows.
+  auto client_left = [&] {
+    g_.metrics_.pd_leg(model, "prefill", "cancelled");
+    g_.metrics_.request_done(model, ep_label, kClientClosed, seconds_since(start));
+    CGN_LOG_DEBUG(logger(), "client left during the prefill leg", log::kv("request_id", request_id));
+    leg.done = true;
+  };
   for (size_t i = 0; i < targets.size(); ++i) {
     const Target& t = targets[i];
     const bool more = i + 1 < targets.size();
+    if (!ex.client_open()) {
+      // A cancellation emitted between two awaits is not seen by the next send: check first.
+      client_left();
+      co_return leg;
+    }
     routing::DispatchTicket ticket;
     {
       std::lock_guard lock(g_.core_mu_);
@@ -210,8 +224,7 @@ asio::awaitable<PdRouter::Leg> PdRouter::prefill(http::Exchange& ex, const http:
       g_.core_.record_completion(ticket);
     }
     if (!ex.client_open()) {
-      g_.metrics_.request_done(model, ep_label, kClientClosed, seconds_since(start));
-      leg.done = true;
+      client_left();
       co_return leg;
     }
     if (!res) {

@@ -176,6 +176,25 @@ TEST(DisaggE2E, WithNoPrefillNodeTheRequestFallsBackToAggregatedOrGets503) {
   EXPECT_EQ(d.finished("length"), 1.0);  // only the fallback request reached the decode node
 }
 
+TEST(DisaggE2E, AClientThatLeavesDuringThePrefillLegCancelsItAndNoDecodeLegIsSent) {
+  // A slow prefill node (time scale 20: a 6,000-token prompt takes seconds).
+  Sim p("p", {"--time-scale", "20"}), d("d", {"--time-scale", kFast});
+  Router r({{"p", p.port, "prefill"}, {"d", d.port, "decode"}}, "");
+  {
+    RawConn client(r.port, "/v1/chat/completions", chat(long_text(6000, 40), 8, true));
+    ASSERT_TRUE(wait_until([&] { return p.running() == 1; }, 10s));
+  }  // the client walks away mid-prefill
+  // The prefill node sees the abort; a leg left to finish would end "length" and hold blocks.
+  ASSERT_TRUE(wait_until([&] { return p.finished("abort") + p.finished("length") >= 1.0; }, 30s));
+  EXPECT_EQ(p.finished("abort"), 1.0);
+  EXPECT_EQ(p.running(), 0);
+  EXPECT_EQ(p.state()["held_handoffs"], 0);
+  EXPECT_EQ(d.running(), 0);
+  EXPECT_EQ(d.finished("length"), 0.0);  // no decode leg
+  EXPECT_EQ(r.metric("cgn_router_pd_legs_total{model=\"m\",leg=\"prefill\",outcome=\"cancelled\"}"), 1.0);
+  EXPECT_EQ(r.metric("cgn_router_pd_legs_total{model=\"m\",leg=\"decode\",outcome=\"pull\"}"), 0.0);
+}
+
 TEST(DisaggE2E, AdmissionCapsThePrefillRoleOnItsOwn) {
   Sim p("p", {"--time-scale", "1"}), d("d", {"--time-scale", kFast});
   Router r({{"p", p.port, "prefill"}, {"d", d.port, "decode"}},

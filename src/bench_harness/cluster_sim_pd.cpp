@@ -1,0 +1,557 @@
+#include "bench_harness/cluster_sim_pd.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <unordered_map>
+
+#include "bench_harness/sample_stats.h"
+#include "core/digest.h"
+#include "routing/engine_metrics.h"
+#include "routing/router_core.h"
+#include "sim/engine.h"
+#include "sim/metrics_render.h"
+#include "sim/tokenizer.h"
+
+namespace cgn::bench {
+namespace {
+
+// The router's decode ordering (router/disagg.cpp order_for_decode; the bench links no router):
+// least loaded first, then the longest overlap; stable otherwise.
+void order_for_decode(std::vector<routing::Candidate>& ranked) {
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const routing::Candidate& a, const routing::Candidate& b) {
+                     if (a.load != b.load) {
+                       return a.load < b.load;
+                     }
+                     return a.overlap_blocks > b.overlap_blocks;
+                   });
+}
+
+// A client request between its legs.
+struct Flight {
+  size_t index = 0;  // into the workload
+  std::vector<sim::TokenId> tokens;
+  std::vector<Digest> digests;
+  routing::DispatchTicket ticket;  // the leg in flight
+  bool decode = false;             // which leg is in flight
+  Nanos first_token = -1;          // decode leg
+  uint32_t prefill_cached = 0;     // the prefill node's prefix-cache hits
+  Nanos handoff = -1;              // when the prefill leg answered
+};
+
+}  // namespace
+
+PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_nodes, const ClusterConfig& c) {
+  PdResult out;
+  PolicyResult& res = out.r;
+  out.prefill_nodes = std::min(prefill_nodes, c.nodes);
+  out.decode_nodes = c.nodes - out.prefill_nodes;
+  res.policy = fmt::format("pd {}:{}", out.prefill_nodes, out.decode_nodes);
+  res.requests = w.requests.size();
+  res.per_node_requests.assign(c.nodes, 0);
+  if (out.prefill_nodes == 0 || out.decode_nodes == 0) {
+    res.errors = res.requests;
+    return out;
+  }
+
+  ManualClock clock(0);
+  routing::RoutingPolicy rp = c.routing;
+  rp.kind = routing::PolicyKind::kKv;
+  routing::RoutingCore core(clock, rp, routing::IndexConfig{}, c.seed);
+
+  std::vector<std::unique_ptr<sim::Engine>> engines;
+  std::vector<Nanos> busy(c.nodes, 0);
+  std::vector<std::string> ids;
+  std::vector<routing::NodeIndex> node_of(c.nodes, routing::kNoNode);
+  std::unordered_map<routing::NodeIndex, uint32_t> engine_of_node;
+  std::unordered_map<std::string, uint32_t> engine_of_id;
+  std::vector<Nanos> next_scrape(c.nodes, 0);
+  // Per engine: its requests in flight -> the client request (an index into flights).
+  std::vector<std::unordered_map<sim::RequestHandle, size_t>> pending(c.nodes);
+  std::unordered_map<size_t, Flight> flights;  // by workload index
+  sim::MetricsContext mctx;
+  mctx.model_name = c.model_name;
+  routing::MapperOptions mopt;
+  mopt.model = c.model_name;
+  for (uint32_t i = 0; i < c.nodes; ++i) {
+    sim::EngineConfig ec;
+    ec.model = c.node_model;
+    ec.engine_id = "sim-node-" + std::to_string(i);
+    engine_of_id[ec.engine_id] = i;
+    Nanos* acc = &busy[i];
+    ec.on_step = [acc](const sim::StepInfo& s) { *acc += s.end - s.start; };
+    engines.push_back(std::make_unique<sim::Engine>(std::move(ec)));
+    ids.push_back("node-" + std::to_string(i));
+    routing::NodeUpdate reg;
+    reg.address = "sim://" + ids.back();
+    reg.models = std::vector<std::string>{c.model_name};
+    reg.engine = "vllm";
+    reg.role = i < out.prefill_nodes ? routing::NodeRole::kPrefill : routing::NodeRole::kDecode;
+    reg.health = routing::Health::kHealthy;
+    node_of[i] = core.upsert_node(ids.back(), reg, routing::UpdateSource::kStatic);
+    engine_of_node[node_of[i]] = i;
+  }
+  auto scrape = [&](uint32_t i, Nanos now) {
+    const std::string text = sim::render_metrics(sim::Flavour::kVllm, *engines[i], mctx);
+    auto m = routing::scrape_engine_metrics(routing::EngineKind::kVllm, text, mopt);
+    routing::NodeUpdate u;
+    if (m.ok()) {
+      u = routing::to_node_update(*m);
+      u.health = routing::Health::kHealthy;
+    } else {
+      u.health = routing::Health::kUnhealthy;
+    }
+    (void)core.upsert_node(ids[i], u, routing::UpdateSource::kScrape);
+    const Nanos phase = c.scrape_interval * static_cast<Nanos>(i) / static_cast<Nanos>(c.nodes);
+    next_scrape[i] =
+        now < phase ? phase : phase + ((now - phase) / c.scrape_interval + 1) * c.scrape_interval;
+  };
+
+  const Nanos t0 = w.requests.empty() ? 0 : w.requests.front().arrival;
+  std::vector<Nanos> arrival(w.requests.size());
+  for (size_t k = 0; k < w.requests.size(); ++k) {
+    arrival[k] =
+        static_cast<Nanos>(std::llround(static_cast<double>(w.requests[k].arrival - t0) * level.time_scale));
+  }
+
+  std::vector<double> ttft;
+  std::vector<double> itl;
+  std::vector<double> e2e;
+  std::vector<double> prefill_leg;
+  std::vector<double> decode_ttft;
+  uint64_t good = 0;
+  uint64_t output_tokens = 0;
+  Nanos last_done = 0;
+  size_t cursor = 0;
+  std::string prompt;
+  const Digest seed = make_digest_seed(DigestSeedFields{kDigestFormatVersion, c.model_name, {}});
+  routing::Decision decision;
+
+  auto route_request = [&](const Flight& f, routing::RoleWanted role) {
+    routing::RouteRequest rr;
+    rr.model = c.model_name;
+    rr.role = role;
+    rr.digests = f.digests;
+    rr.prompt_tokens = static_cast<uint64_t>(static_cast<double>(prompt.size()) / 4.0);
+    rr.session_key = w.requests[f.index].session_key;
+    return rr;
+  };
+  auto finish_error = [&](size_t k) {
+    ++res.errors;
+    flights.erase(k);
+  };
+
+  // The decode leg (or the aggregated fallback) of flight k at `now`; `params` from the prefill.
+  auto send_decode = [&](size_t k, std::optional<sim::KvTransferParams> params, Nanos now) {
+    Flight& f = flights.at(k);
+    routing::RouteRequest rr = route_request(f, routing::RoleWanted::kDecode);
+    rr.prompt_tokens = f.tokens.size();
+    auto st = core.decide_into(rr, decision);
+    if (!st.ok()) {
+      if (st.error().code == routing::RouteError::kAllOverloaded) {
+        ++res.shed;
+        flights.erase(k);
+      } else {
+        finish_error(k);
+      }
+      return;
+    }
+    order_for_decode(decision.ranked);
+    for (const auto& cand : decision.ranked) {
+      const uint32_t i = engine_of_node.at(cand.node);
+      sim::Request req;
+      req.external_id = std::to_string(k);
+      req.prompt = f.tokens;
+      req.max_tokens = w.requests[k].output_tokens;
+      req.stream = true;
+      req.ignore_eos = true;
+      req.want_text = false;
+      req.kv_transfer = params;
+      auto h = engines[i]->add_request(std::move(req), now);
+      if (!h.ok()) {
+        if (h.error().code == sim::EngineError::kQueueFull) {
+          continue;
+        }
+        finish_error(k);
+        return;
+      }
+      f.decode = true;
+      f.ticket = core.record_dispatch(cand.node, rr);
+      pending[i].emplace(*h, k);
+      ++res.per_node_requests[i];
+      return;
+    }
+    finish_error(k);
+  };
+
+  auto arrive = [&](size_t k, Nanos now) {
+    const WorkRequest& wr = w.requests[k];
+    build_prompt(w, wr, prompt);
+    Flight& f = flights[k];
+    f.index = k;
+    compute_prefix_digests(seed, prompt, core.policy().weights.block_bytes, f.digests, 8192);
+    f.tokens = sim::encode(prompt);
+    routing::RouteRequest rr = route_request(f, routing::RoleWanted::kPrefill);
+    auto st = core.decide_into(rr, decision);
+    if (!st.ok()) {
+      ++out.fallbacks;  // fallback = "aggregated": the decode leg computes the prompt
+      send_decode(k, std::nullopt, now);
+      return;
+    }
+    res.guarded_out += decision.guarded_out > 0 ? 1 : 0;
+    for (const auto& cand : decision.ranked) {
+      const uint32_t i = engine_of_node.at(cand.node);
+      sim::Request req;  // the router's prefill body (router/disagg.cpp prefill_body)
+      req.external_id = std::to_string(k);
+      req.prompt = f.tokens;
+      req.max_tokens = 1;
+      req.stream = false;
+      req.ignore_eos = true;
+      req.want_text = false;
+      req.want_token_events = false;
+      req.kv_transfer = sim::KvTransferParams{};
+      req.kv_transfer->do_remote_decode = true;
+      auto h = engines[i]->add_request(std::move(req), now);
+      if (!h.ok()) {
+        if (h.error().code == sim::EngineError::kQueueFull) {
+          continue;
+        }
+        finish_error(k);
+        return;
+      }
+      f.ticket = core.record_dispatch(cand.node, rr);
+      pending[i].emplace(*h, k);
+      ++res.per_node_requests[i];
+      return;
+    }
+    ++out.fallbacks;  // every prefill node refused it
+    send_decode(k, std::nullopt, now);
+  };
+
+  std::vector<sim::Event> events;
+  auto handle_events = [&](uint32_t i) {
+    for (;;) {
+      events.clear();
+      engines[i]->take_events(events);
+      if (events.empty()) {
+        return;
+      }
+      for (auto& ev : events) {
+        auto it = pending[i].find(ev.handle);
+        if (it == pending[i].end()) {
+          continue;
+        }
+        const size_t k = it->second;
+        Flight& f = flights.at(k);
+        if (ev.kind == sim::EventKind::kKvPull) {
+          // The decode engine claims the blocks from the engine the params name.
+          auto pe = engine_of_id.find(ev.pull->remote_engine_id);
+          const sim::ClaimStatus cs =
+              pe == engine_of_id.end() ? sim::ClaimStatus::kUnknown
+                                       : engines[pe->second]->claim_blocks(
+                                             ev.pull->remote_request_id, ev.pull->remote_block_ids, ev.time);
+          engines[i]->complete_kv_pull(ev.handle, cs, ev.time);
+          continue;  // its events come in the next round
+        }
+        if (ev.kind == sim::EventKind::kToken) {
+          if (f.decode && ev.token_index == 0) {
+            f.first_token = ev.time;
+            core.record_first_token(f.ticket);
+          }
+          continue;
+        }
+        // kFinished
+        const sim::Completion& comp = *ev.completion;
+        pending[i].erase(it);
+        if (!f.decode) {
+          core.record_first_token(f.ticket);
+          core.record_completion(f.ticket);
+          if (comp.reason == sim::FinishReason::kError || comp.reason == sim::FinishReason::kAbort) {
+            finish_error(k);
+            continue;
+          }
+          f.prefill_cached = comp.usage.cached_tokens;
+          f.handoff = ev.time;
+          if (!comp.kv_transfer_params) {
+            ++out.recomputes;
+          }
+          send_decode(k, comp.kv_transfer_params, ev.time);
+          continue;
+        }
+        core.record_completion(f.ticket);
+        if (comp.reason == sim::FinishReason::kError || comp.reason == sim::FinishReason::kAbort ||
+            f.first_token < 0) {
+          finish_error(k);
+          continue;
+        }
+        out.pulls_ok += comp.transferred_tokens > 0 ? 1 : 0;
+        out.pulls_failed += comp.kv_pull_failed ? 1 : 0;
+        out.transferred_tokens += comp.transferred_tokens;
+        ++res.completed;
+        const Nanos arr = arrival[k];
+        const double t = seconds(f.first_token - arr);
+        ttft.push_back(t);
+        if (f.handoff >= 0) {
+          prefill_leg.push_back(seconds(f.handoff - arr));
+          decode_ttft.push_back(seconds(f.first_token - f.handoff));
+        }
+        e2e.push_back(seconds(ev.time - arr));
+        const uint32_t n = comp.usage.completion_tokens;
+        const double per_tok = n > 1 ? seconds(ev.time - f.first_token) / (n - 1) : 0.0;
+        itl.push_back(per_tok);
+        good += (t <= c.slo_ttft_s && per_tok <= c.slo_itl_s) ? 1 : 0;
+        output_tokens += n;
+        res.prompt_tokens += comp.usage.prompt_tokens;
+        // The hit rate is the prefill pool's: prompt tokens the prefill node did not compute,
+        // counted when its blocks reached the decode node (a failed pull wasted them).
+        res.cached_tokens += comp.transferred_tokens > 0 ? f.prefill_cached : 0;
+        last_done = std::max(last_done, ev.time);
+        flights.erase(k);
+      }
+    }
+  };
+
+  for (;;) {
+    if (cursor == w.requests.size() && flights.empty()) {
+      break;
+    }
+    Nanos te = sim::kNever;
+    uint32_t ei = 0;
+    for (uint32_t i = 0; i < c.nodes; ++i) {
+      const Nanos n = engines[i]->next_event_time();
+      if (n < te) {
+        te = n;
+        ei = i;
+      }
+    }
+    Nanos ts = sim::kNever;
+    uint32_t si = 0;
+    for (uint32_t i = 0; i < c.nodes; ++i) {
+      if (next_scrape[i] < ts) {
+        ts = next_scrape[i];
+        si = i;
+      }
+    }
+    const Nanos ta = cursor < w.requests.size() ? arrival[cursor] : sim::kNever;
+    if (te == sim::kNever && ta == sim::kNever) {
+      break;  // nothing left that can make progress (a request lost between legs is an error)
+    }
+    if (te <= ts && te <= ta) {
+      clock.set(te);
+      engines[ei]->advance_to(te);
+      handle_events(ei);
+    } else if (ts <= ta) {
+      clock.set(ts);
+      scrape(si, ts);
+    } else {
+      clock.set(ta);
+      arrive(cursor, ta);
+      ++cursor;
+    }
+  }
+  res.errors += flights.size();
+
+  std::sort(ttft.begin(), ttft.end());
+  std::sort(itl.begin(), itl.end());
+  std::sort(e2e.begin(), e2e.end());
+  res.ttft_p50_s = percentile(ttft, 50);
+  res.ttft_p90_s = percentile(ttft, 90);
+  res.ttft_p99_s = percentile(ttft, 99);
+  res.ttft_mean_s = mean(ttft);
+  res.itl_p50_s = percentile(itl, 50);
+  res.itl_p90_s = percentile(itl, 90);
+  res.itl_mean_s = mean(itl);
+  res.e2e_p50_s = percentile(e2e, 50);
+  std::sort(prefill_leg.begin(), prefill_leg.end());
+  std::sort(decode_ttft.begin(), decode_ttft.end());
+  out.prefill_leg_p50_s = percentile(prefill_leg, 50);
+  out.prefill_leg_p90_s = percentile(prefill_leg, 90);
+  out.decode_ttft_p50_s = percentile(decode_ttft, 50);
+  out.decode_ttft_p90_s = percentile(decode_ttft, 90);
+  res.makespan_s = seconds(last_done);
+  if (res.makespan_s > 0) {
+    res.goodput_rps = static_cast<double>(good) / res.makespan_s;
+    res.output_tok_s = static_cast<double>(output_tokens) / res.makespan_s;
+  }
+  res.hit_rate = res.prompt_tokens == 0
+                     ? 0
+                     : static_cast<double>(res.cached_tokens) / static_cast<double>(res.prompt_tokens);
+  Nanos busy_sum = 0, busy_max = 0, busy_p = 0, busy_d = 0, busy_p_max = 0;
+  for (uint32_t i = 0; i < c.nodes; ++i) {
+    busy_sum += busy[i];
+    busy_max = std::max(busy_max, busy[i]);
+    (i < out.prefill_nodes ? busy_p : busy_d) += busy[i];
+    busy_p_max = i < out.prefill_nodes ? std::max(busy_p_max, busy[i]) : busy_p_max;
+  }
+  res.busy_mean_s = seconds(busy_sum) / static_cast<double>(c.nodes);
+  res.busy_max_s = seconds(busy_max);
+  res.imbalance = res.busy_mean_s > 0 ? res.busy_max_s / res.busy_mean_s : 0;
+  res.utilisation = res.makespan_s > 0 ? res.busy_mean_s / res.makespan_s : 0;
+  if (res.makespan_s > 0) {
+    out.prefill_utilisation = seconds(busy_p) / out.prefill_nodes / res.makespan_s;
+    out.decode_utilisation = seconds(busy_d) / out.decode_nodes / res.makespan_s;
+    out.prefill_max_utilisation = seconds(busy_p_max) / res.makespan_s;
+  }
+  return out;
+}
+
+PdReport run_pd_comparison(const Workload& w, const ClusterConfig& c, const std::vector<double>& levels,
+                           const std::vector<uint32_t>& prefill_counts, unsigned jobs) {
+  PdReport rep;
+  rep.workload = w.name;
+  rep.nodes = c.nodes;
+  rep.requests = w.requests.size();
+  rep.slo_ttft_s = c.slo_ttft_s;
+  rep.slo_itl_s = c.slo_itl_s;
+  rep.prefill_counts = prefill_counts;
+  double in = 0, outt = 0;
+  for (const auto& r : w.requests) {
+    in += r.input_tokens();
+    outt += r.output_tokens;
+  }
+  if (!w.requests.empty()) {
+    rep.mean_input_tokens = in / static_cast<double>(w.requests.size());
+    rep.mean_output_tokens = outt / static_cast<double>(w.requests.size());
+  }
+  // Every run is independent and deterministic: run them `jobs` at a time.
+  struct Job {
+    size_t level = 0;
+    int split = -1;  // -1: aggregated
+  };
+  std::vector<Job> todo;
+  for (size_t l = 0; l < levels.size(); ++l) {
+    PdLevelReport lr;
+    lr.level = load_level(w, c, levels[l]);
+    lr.splits.resize(prefill_counts.size());
+    rep.levels.push_back(std::move(lr));
+    todo.push_back({l, -1});
+    for (size_t s = 0; s < prefill_counts.size(); ++s) {
+      todo.push_back({l, static_cast<int>(s)});
+    }
+  }
+  auto run_one = [&](const Job& j) {
+    PdLevelReport& lr = rep.levels[j.level];
+    if (j.split < 0) {
+      lr.aggregated = run_policy(w, lr.level, routing::PolicyKind::kKv, c);
+    } else {
+      lr.splits[static_cast<size_t>(j.split)] =
+          run_pd(w, lr.level, prefill_counts[static_cast<size_t>(j.split)], c);
+    }
+  };
+  const size_t width = std::max<unsigned>(1, jobs);
+  for (size_t at = 0; at < todo.size(); at += width) {
+    std::vector<std::future<void>> batch;
+    for (size_t k = at; k < std::min(todo.size(), at + width); ++k) {
+      batch.push_back(std::async(std::launch::async, run_one, todo[k]));
+    }
+    for (auto& f : batch) {
+      f.get();
+    }
+  }
+  return rep;
+}
+
+namespace {
+
+bool within_slo(const PolicyResult& r, double ttft, double itl) {
+  return r.completed > 0 && r.errors == 0 && r.shed == 0 && r.ttft_p90_s <= ttft && r.itl_p90_s <= itl;
+}
+
+std::string row(const std::string& name, const PolicyResult& r, const std::string& extra) {
+  return fmt::format(
+      "| {} | {:.3f} | {:.3f} | {:.3f} | {:.1f} | {:.1f} | {:.0f} | {:.3f} | {:.1f} | {} / {} | {} |\n", name,
+      r.ttft_p50_s, r.ttft_p90_s, r.ttft_p99_s, r.itl_p50_s * 1e3, r.itl_p90_s * 1e3, r.output_tok_s,
+      r.goodput_rps, r.makespan_s, r.errors, r.shed, extra);
+}
+
+}  // namespace
+
+std::string render_pd_markdown(const PdReport& r) {
+  std::string md = fmt::format(
+      "### {} — {} nodes, {} requests (mean {:.0f} in / {:.0f} out tokens): aggregated vs disaggregated\n\n"
+      "Aggregated: every node `both`, the kv policy. `pd P:D`: P prefill nodes, D decode nodes, the "
+      "router's two legs (kv score for prefill, load then overlap for decode), KV moved by the "
+      "simulator's transfer model. Same arrivals for every row of a level.\n\n",
+      r.workload, r.nodes, r.requests, r.mean_input_tokens, r.mean_output_tokens);
+  for (const auto& lr : r.levels) {
+    md += fmt::format(
+        "#### Load {:.2f} (round_robin-equivalent utilisation of the aggregated cluster): {:.3f} req/s\n\n",
+        lr.level.utilisation, lr.level.rate_rps);
+    md +=
+        "| mode | TTFT p50 s | p90 s | p99 s | ITL p50 ms | ITL p90 ms | out tok/s | goodput req/s | "
+        "makespan s | "
+        "errors / shed | notes |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    md += row("aggregated", lr.aggregated,
+              fmt::format("hit rate {:.1f}%, busy {:.2f}", lr.aggregated.hit_rate * 100,
+                          lr.aggregated.utilisation));
+    for (const auto& s : lr.splits) {
+      const double mean_tx = s.pulls_ok > 0 ? static_cast<double>(s.transferred_tokens) / s.pulls_ok : 0;
+      md += row(s.r.policy, s.r,
+                fmt::format(
+                    "TTFT = prefill leg p50 {:.2f} / p90 {:.2f} s + handoff to first token p50 {:.3f} / p90 "
+                    "{:.3f} s; prefill hit rate {:.1f}%, busy P {:.2f} (max {:.2f}) / D {:.2f}; pulls {} ok "
+                    "{} failed, {} "
+                    "recompute, {} fallback (no prefill node); "
+                    "{:.0f} tokens/pull",
+                    s.prefill_leg_p50_s, s.prefill_leg_p90_s, s.decode_ttft_p50_s, s.decode_ttft_p90_s,
+                    s.r.hit_rate * 100, s.prefill_utilisation, s.prefill_max_utilisation,
+                    s.decode_utilisation, s.pulls_ok, s.pulls_failed, s.recomputes, s.fallbacks, mean_tx));
+    }
+    md += "\n";
+  }
+  md += fmt::format(
+      "#### Throughput: highest swept level with TTFT p90 <= {:.1f} s and ITL p90 <= {:.0f} ms\n\n",
+      r.slo_ttft_s, r.slo_itl_s * 1e3);
+  md += "| mode | req/s |\n|---|---:|\n";
+  auto best = [&](auto&& pick) {
+    double rps = 0;
+    for (const auto& lr : r.levels) {
+      if (within_slo(pick(lr), r.slo_ttft_s, r.slo_itl_s)) {
+        rps = std::max(rps, lr.level.rate_rps);
+      }
+    }
+    return rps > 0 ? fmt::format("{:.3f}", rps) : std::string("none");
+  };
+  md += "| aggregated | " +
+        best([](const PdLevelReport& lr) -> const PolicyResult& { return lr.aggregated; }) + " |\n";
+  for (size_t s = 0; s < r.prefill_counts.size(); ++s) {
+    const std::string name = r.levels.empty() ? "" : r.levels.front().splits[s].r.policy;
+    md += "| " + name + " | " +
+          best([s](const PdLevelReport& lr) -> const PolicyResult& { return lr.splits[s].r; }) + " |\n";
+  }
+  return md + "\n";
+}
+
+int pd_main(const Workload& w, const ClusterConfig& c, const std::vector<double>& levels,
+            const std::vector<uint32_t>& prefill_counts, unsigned jobs, const std::string& out_md) {
+  for (uint32_t p : prefill_counts) {
+    if (p == 0 || p >= c.nodes) {
+      std::fprintf(stderr, "cgn-bench: --pd-prefill %u leaves a pool empty on %u nodes (use 1 .. %u)\n", p,
+                   c.nodes, c.nodes - 1);
+      return 2;
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const PdReport r = run_pd_comparison(w, c, levels, prefill_counts, jobs);
+  const std::string md = render_pd_markdown(r);
+  std::fputs(md.c_str(), stdout);
+  std::fprintf(stderr, "cgn-bench: %zu runs in %.1f s wall\n", levels.size() * (prefill_counts.size() + 1),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (!out_md.empty()) {
+    std::ofstream f(out_md);
+    f << md;
+    if (!f) {
+      std::fprintf(stderr, "cgn-bench: cannot write %s\n", out_md.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace cgn::bench
