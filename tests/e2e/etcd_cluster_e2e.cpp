@@ -29,6 +29,12 @@ using router::etcdtest::chat_body;
 using router::etcdtest::http_call;
 using router::etcdtest::long_prompt;
 
+// The value of an unlabelled series in Prometheus text, or -1 when absent.
+double metric_value(const std::string& text, const std::string& series) {
+  const auto pos = text.find("\n" + series + " ");
+  return pos == std::string::npos ? -1 : std::stod(text.substr(pos + series.size() + 2));
+}
+
 // Direct children of `pid` (every thread's /proc/<pid>/task/<tid>/children).
 std::vector<pid_t> children_of(pid_t pid) {
   std::vector<pid_t> out;
@@ -194,6 +200,15 @@ TEST_F(EtcdCluster, ForcedEvictionOnTheEngineStopsThePreferenceWithinOnePublishI
   }
   ASSERT_FALSE(body.empty()) << "no prompt was routed to node a";
   const auto d = body_digests(body);
+  // The router credits node a with the whole prompt now (its confirmed and optimistic entries).
+  double entries_before = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        entries_before = metric_value(metrics(), "cgn_router_prefix_index_entries");
+        return entries_before >= static_cast<double>(d.size());
+      },
+      5s))
+      << entries_before;
   auto ev = http_call(agent("a").engine_port, "POST", "/admin/evict", R"({"all":true})");
   ASSERT_EQ(ev.status, 200u) << ev.body;
   const auto t0 = std::chrono::steady_clock::now();
@@ -206,6 +221,24 @@ TEST_F(EtcdCluster, ForcedEvictionOnTheEngineStopsThePreferenceWithinOnePublishI
   ASSERT_TRUE(gone) << "the agent did not withdraw prefixes the engine evicted\n" << agent("a").proc->log();
   // One publish interval, plus the event's trip and the txn (generous for a loaded 2-core runner).
   EXPECT_LE(ms, 2.0 * kPublishMs + 500.0);
+  // The router follows the deletions: a withdrawn key drops the node's entry, optimistic or
+  // confirmed, so the index shrinks by at least the prompt's digests ...
+  const bool dropped = wait_until(
+      [&] {
+        return metric_value(metrics(), "cgn_router_prefix_index_entries") <=
+               entries_before - static_cast<double>(d.size());
+      },
+      5s);
+  const double router_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[measured] forced eviction (all) -> router index no longer holds the prompt: %.0f ms\n",
+              router_ms);
+  ASSERT_TRUE(dropped) << metrics();
+  // ... and the next request for that prompt finds no overlap anywhere: node a is no longer preferred.
+  const double overlap_before = metric_value(metrics(), "cgn_router_prefix_overlap_ratio_sum");
+  auto probe = chat(body);
+  ASSERT_EQ(probe.status, 200u) << probe.body;
+  EXPECT_LT(metric_value(metrics(), "cgn_router_prefix_overlap_ratio_sum") - overlap_before, 0.01);
   // The node keeps serving, and publishes again what it caches next.
   const std::string again = seed(body);
   EXPECT_FALSE(again.empty());
