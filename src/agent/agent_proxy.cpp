@@ -3,8 +3,8 @@
 #include <boost/asio/io_context.hpp>
 #include <cctype>
 #include <charconv>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/digest.h"
 #include "core/log.h"
@@ -367,22 +367,27 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
       done(ep, 502, start);
       co_return;
     }
-    std::optional<AssistantReply> reply;
-    if (want_digests && status == 200 && ep == "chat") {
-      auto parsed = parse_chat_completion_reply(*body);
-      if (parsed) {
-        reply = std::move(*parsed);
-      }
+    // The answer goes out first; the reply is parsed for the digests only afterwards.
+    const bool digest = want_digests && status == 200;
+    std::string reply_body;
+    if (digest && ep == "chat") {
+      reply_body = *body;
     }
-    http::Response res{static_cast<http::beast_http::status>(status), 11};
-    for (const auto& f : headers) {
-      res.insert(f.name_string(), f.value());
-    }
+    http::Response res;
+    static_cast<http::Fields&>(res) = std::move(headers);  // built once above, not copied again
+    res.result(static_cast<http::beast_http::status>(status));
+    res.version(11);
     res.body() = std::move(*body);
     res.prepare_payload();
     auto sent = co_await ex.respond(std::move(res));
     done(ep, sent.ok() ? status : 499, start);
-    if (want_digests && status == 200 && sent.ok()) {
+    if (digest && sent.ok()) {
+      std::optional<AssistantReply> reply;
+      if (ep == "chat") {
+        if (auto parsed = parse_chat_completion_reply(reply_body)) {
+          reply = std::move(*parsed);
+        }
+      }
       record(path, req.body(), reply ? &*reply : nullptr);
     }
     co_return;
@@ -410,32 +415,50 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
     co_return;
   }
 
-  // SSE: one event per write, flushed as it comes.
+  // SSE: the events of each engine read go out re-serialised as one chunk, flushed at once: the
+  // status line and headers ride with the first one, the terminating chunk with the last. With a
+  // real engine the events arrive one decode step apart, so that is one event per write; events
+  // that arrive together (a burst, the end of the stream) cost one write, not one each.
   StreamedReply acc;
   const bool accumulate = want_digests && status == 200 && ep == "chat";
-  bool ok = (co_await ex.begin_stream(status, std::move(headers))).ok();
+  bool ok = ex.begin_stream_deferred(status, std::move(headers)).ok();
   bool clean_end = false;
+  http::SseParser parser;
+  std::string out;
+  http::SseEvent ev;
   while (ok) {
-    auto ev = co_await stream->next_event();
-    if (!ev) {
+    auto piece = co_await stream->read_some();
+    std::string failure;
+    if (!piece) {
+      failure = piece.error().message;
+    } else if (auto fed = parser.feed(*piece); !fed) {
+      failure = "bad SSE stream: " + fed.error().message;
+    }
+    if (!failure.empty()) {
       if (ex.client_open()) {
-        CGN_LOG_WARN(log, "engine failed mid-stream", log::kv("error", ev.error().message));
+        CGN_LOG_WARN(log, "engine failed mid-stream", log::kv("error", failure));
+        (void)co_await ex.write({});  // the headers, if nothing went out yet: then the cut
       }
       ex.abort();  // the client sees a truncated stream, never a fake end
       ok = false;
       break;
     }
-    if (!ev->has_value()) {
+    out.clear();
+    while (parser.pop(ev)) {
+      if (accumulate) {
+        acc.add_event(ev.data);
+      }
+      http::append_sse_event(out, ev);
+    }
+    if (stream->done()) {
+      parser.finish();  // a partial event at the end is discarded, as before
       clean_end = true;
+      ok = (co_await ex.end_stream(out)).ok();
       break;
     }
-    if (accumulate) {
-      acc.add_event((*ev)->data);
+    if (!out.empty()) {
+      ok = (co_await ex.write(out)).ok();
     }
-    ok = (co_await ex.write_event(**ev)).ok();
-  }
-  if (ok) {
-    (void)co_await ex.end_stream();
   }
   done(ep, ok ? status : 499, start);
   if (ok && clean_end && want_digests && status == 200) {
