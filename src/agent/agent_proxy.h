@@ -1,7 +1,8 @@
 // The agent's data path (DESIGN.md §3): an HTTP server in front of the engine. Requests under
 // /v1/ are forwarded to the engine with their body untouched (hop-by-hop headers dropped);
-// answers come back as they are, SSE relayed one event per write, other streamed bodies piece
-// by piece. A client that goes away cancels the engine request (the client's operations run in
+// answers come back as they are: SSE re-serialised event by event, the events of each engine
+// read in one flushed chunk (headers with the first, the end with the last), other streamed
+// bodies piece by piece. A client that goes away cancels the engine request (the client's operations run in
 // the handler's coroutine). /health answers from the supervisor's view of the engine;
 // /metrics serves the agent's own metrics and, optionally, the engine's exposition after them.
 //
