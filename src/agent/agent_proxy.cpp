@@ -1,6 +1,8 @@
 #include "agent/agent_proxy.h"
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <cctype>
 #include <charconv>
 #include <nlohmann/json.hpp>
@@ -196,6 +198,37 @@ struct AgentProxy::Impl {
       owner->chains_recorded_.fetch_add(1, std::memory_order_relaxed);
     }
   }
+
+  // Digests run on their own thread, after the answer went out: the worker goes straight back to
+  // its connections (the router's next request on the same keep-alive connection does not wait
+  // for a JSON parse and the hashing). Bounded: past kMaxPendingDigests queued jobs the worker
+  // computes them itself, which slows it down instead of growing memory.
+  static constexpr size_t kMaxPendingDigests = 1024;
+  std::unique_ptr<asio::thread_pool> digest_pool;
+  std::atomic<size_t> digests_pending{0};
+
+  // reply_body: a buffered chat answer, parsed on the digest thread (empty: use `reply`).
+  void record_later(std::string path, std::string body, std::string reply_body,
+                    std::optional<AssistantReply> reply) {
+    auto job = [this, path = std::move(path), body = std::move(body), reply_body = std::move(reply_body),
+                reply = std::move(reply)]() mutable {
+      if (!reply_body.empty()) {
+        if (auto parsed = parse_chat_completion_reply(reply_body)) {
+          reply = std::move(*parsed);
+        }
+      }
+      record(path, body, reply ? &*reply : nullptr);
+    };
+    if (!digest_pool || digests_pending.load(std::memory_order_relaxed) >= kMaxPendingDigests) {
+      job();
+      return;
+    }
+    digests_pending.fetch_add(1, std::memory_order_relaxed);
+    asio::post(*digest_pool, [this, job = std::move(job)]() mutable {
+      job();
+      digests_pending.fetch_sub(1, std::memory_order_relaxed);
+    });
+  }
 };
 
 AgentProxy::AgentProxy(AgentProxyOptions options, HealthSource health, PrefixRecorder recorder)
@@ -245,12 +278,19 @@ http::HttpResult<uint16_t> AgentProxy::start() {
   for (size_t i = 0; i < im.server->worker_count(); ++i) {
     im.clients.push_back(std::make_unique<http::HttpClient>(im.server->worker_context(i), cc));
   }
+  if (im.recorder) {
+    im.digest_pool = std::make_unique<asio::thread_pool>(1);
+  }
   return im.server->start();
 }
 
 void AgentProxy::stop(std::chrono::milliseconds grace) {
   if (impl_ && impl_->server) {
     impl_->server->stop(grace);
+  }
+  if (impl_ && impl_->digest_pool) {
+    impl_->digest_pool->join();  // the queued digests are recorded first
+    impl_->digest_pool.reset();
   }
 }
 
@@ -382,13 +422,7 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
     auto sent = co_await ex.respond(std::move(res));
     done(ep, sent.ok() ? status : 499, start);
     if (digest && sent.ok()) {
-      std::optional<AssistantReply> reply;
-      if (ep == "chat") {
-        if (auto parsed = parse_chat_completion_reply(reply_body)) {
-          reply = std::move(*parsed);
-        }
-      }
-      record(path, req.body(), reply ? &*reply : nullptr);
+      record_later(path, std::move(req.body()), std::move(reply_body), std::nullopt);
     }
     co_return;
   }
@@ -462,7 +496,8 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
   }
   done(ep, ok ? status : 499, start);
   if (ok && clean_end && want_digests && status == 200) {
-    record(path, req.body(), accumulate ? &acc.reply() : nullptr);
+    record_later(path, std::move(req.body()), {},
+                 accumulate ? std::optional<AssistantReply>(acc.reply()) : std::nullopt);
   }
 }
 

@@ -10,11 +10,14 @@
 // the proxy computes the request's prefix digests and those of request + generated reply
 // (append_assistant_message; for streams the content and tool-call deltas are accumulated) and
 // hands the chain to the recorder (the etcd publisher's live KV prefix set). The digests are
-// computed after the last byte went to the client, so they add nothing to the request's latency.
+// computed after the last byte went to the client, on the proxy's digest thread (not the
+// worker), so they add nothing to the request's latency nor to the next one's; stop() waits for
+// the queued ones.
 //
 // Threads: the HTTP server's workers; one HttpClient (engine connection pool) per worker, used
-// only there. The recorder and health callbacks are called from workers and must be
-// thread-safe. start()/stop() belong to the owner.
+// only there; one digest thread (when there is a recorder). The recorder is called from the
+// digest thread (from a worker while more than 1024 chains wait), the health callback from
+// workers: both must be thread-safe. start()/stop() belong to the owner.
 #pragma once
 
 #include <atomic>

@@ -12,6 +12,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 #include <boost/asio/write.hpp>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -83,10 +84,12 @@ class Sim {
 };
 
 struct Harness {
-  Harness(uint16_t engine_port, PrefixRecorder rec, std::string metrics_path = "/metrics") {
+  Harness(uint16_t engine_port, PrefixRecorder rec, std::string metrics_path = "/metrics",
+          size_t threads = 2) {
     AgentProxyOptions o;
     o.host = "127.0.0.1";
     o.port = 0;
+    o.threads = threads;
     o.node_id = "n1";
     o.engine = http::Upstream{"127.0.0.1", engine_port, false};
     o.engine_metrics_path = std::move(metrics_path);
@@ -216,6 +219,43 @@ TEST(AgentProxy, streamed_chat_is_relayed_per_event_and_deltas_make_the_reply_di
             digests_of("/v1/chat/completions", chat_body({messages[0]}, false).dump()).size());
 }
 
+TEST(AgentProxy, digests_run_off_the_worker_so_the_next_request_does_not_wait) {
+  Sim sim;
+  // A recorder that blocks until the test lets it go (at most 10 s).
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, released = false, returned = false;
+  PrefixRecorder rec = [&](std::span<const Digest>) {
+    std::unique_lock lock(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait_for(lock, 10s, [&] { return released; });
+    returned = true;
+  };
+  Harness h(sim.port(), rec, "", /*threads=*/1);  // one worker: blocking it would block everything
+  const std::string body = chat_body({{{"role", "user"}, {"content", long_text("first")}}}, false).dump();
+  auto first = h.post("/v1/chat/completions", body);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  ASSERT_EQ(first->result_int(), 200u);
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 5s, [&] { return entered; }));
+  }
+  auto second = h.get("/health");  // served by the same (only) worker
+  bool recorder_still_blocked = false;
+  {
+    std::lock_guard lock(mu);
+    recorder_still_blocked = !returned;
+    released = true;
+    cv.notify_all();
+  }
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_EQ(second->result_int(), 200u);
+  EXPECT_TRUE(recorder_still_blocked);
+  h.proxy->stop(0ms);  // waits for the digest thread
+  EXPECT_EQ(h.proxy->chains_recorded(), 1u);
+}
+
 TEST(AgentProxy, completions_record_the_prompt_and_failures_record_nothing) {
   Sim sim;
   Recorder rec;
@@ -240,6 +280,7 @@ TEST(AgentProxy, completions_record_the_prompt_and_failures_record_nothing) {
   auto emb = h.post("/v1/embeddings", nlohmann::json{{"model", "m"}, {"input", "hi"}}.dump());
   ASSERT_TRUE(emb.ok());
   EXPECT_EQ(emb->result_int(), 200u);
+  h.proxy->stop(0ms);  // digests run on their own thread: stop() waits for what was queued
   EXPECT_EQ(rec.size(), 1u);
   EXPECT_EQ(h.proxy->chains_recorded(), 1u);
 }
@@ -370,6 +411,7 @@ TEST(AgentProxy, client_disconnect_cancels_the_engine_stream) {
     ASSERT_TRUE(ev->has_value());
   }  // the stream is dropped unread: its connection closes
   EXPECT_TRUE(wait_until([&] { return up.gone.load(); }, 10s));
+  h.proxy->stop(0ms);         // and whatever the digest thread had queued is done
   EXPECT_EQ(rec.size(), 0u);  // a cut stream is not a completion
 }
 
