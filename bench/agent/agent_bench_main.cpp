@@ -190,10 +190,10 @@ int run_overhead(const std::string& bindir, size_t requests, bool stream, const 
         "Time to the first SSE event (what a client sees as TTFT overhead): {} p50 {:.0f} us / p99 {:.0f} "
         "us, "
         "{} p50 {:.0f} us / p99 {:.0f} us; **added {:.0f} us at p50** ({:.0f} us at p99). The simulator at "
-        "`--time-scale 0.000001` emits the whole stream (~7 events) at once, so the whole-stream figure "
-        "above "
-        "carries the agent's per-event relay (one flushed write each) about 7 times; with a real engine the "
-        "events are spaced by the decode step and each token pays it once.\n\n",
+        "`--time-scale 0.000001` writes the whole stream (~7 events) within microseconds and the agent "
+        "relays what each of its engine reads holds as one write, so the whole-stream figure above counts "
+        "one relay per read that found new events (often one for the whole stream); with a real engine "
+        "the events are spaced by the decode step and each token pays one relay.\n\n",
         targets[0].name, f50a, f99a, targets[1].name, f50b, f99b, f50b - f50a, f99b - f99a);
   }
   std::cout << md;

@@ -1,13 +1,19 @@
 // The cgn-agent binary: --help, --print-command, --print-record with a fake nvidia-smi on PATH,
-// and a full run over the fake engine stopped by SIGTERM.
+// a full run over the fake engine stopped by SIGTERM, an external engine on another loopback
+// address, and publishing to a real etcd under a configured [state.etcd] prefix.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "agent/loopback_get.h"
+#include "state/etcd/itest_util.h"
 #include "testing/process.h"
 
 namespace cgn::agent {
@@ -126,6 +132,140 @@ TEST(AgentMain, runs_the_engine_and_stops_it_on_sigterm) {
   EXPECT_NE(agent.log().find("[engine] listening on"), std::string::npos);
   EXPECT_NE(agent.log().find("state=stopped"), std::string::npos);
   EXPECT_FALSE(loopback_get("127.0.0.1", static_cast<uint16_t>(port), "/health", 500ms).ok());
+}
+
+// One buffered chat through the agent's data path (blocking, Connection: close): (status, body);
+// status 0 when the exchange itself failed.
+std::pair<unsigned, std::string> chat_via(uint16_t port, const std::string& content) {
+  const std::string body =
+      nlohmann::json{
+          {"model", "m"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", content}}}}}
+          .dump();
+  const std::string req =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+      "Content-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string raw;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+    char buf[4096];
+    ssize_t n = 0;
+    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
+      raw.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  auto r = parse_http_response(raw, 1 << 20);
+  if (!r) {
+    return {0, "bad response: " + raw};
+  }
+  return {r->status, r->body};
+}
+
+// cgn-engine-sim listening on `host`, port picked by the kernel.
+struct SimOn {
+  explicit SimOn(const std::string& host) {
+    const std::string pf = dir.file("sim.port");
+    proc = std::make_unique<Process>(
+        std::vector<std::string>{cgn::testing::bin_path("cgn-engine-sim"), "--flavor", "vllm", "--model", "m",
+                                 "--host", host, "--port", "0", "--port-file", pf, "--time-scale", "0.001"});
+    port = cgn::testing::wait_for_port_file(pf, 20s);
+  }
+  TempDir dir;
+  std::unique_ptr<Process> proc;
+  int port = 0;
+};
+
+bool agent_healthy(uint16_t port) {
+  auto r = loopback_get("127.0.0.1", port, "/health", 500ms);
+  return r.ok() && r->status == 200;
+}
+
+TEST(AgentMain, external_engine_on_another_host_is_the_data_paths_upstream) {
+  // The engine listens on 127.0.0.2 only: nothing answers on 127.0.0.1 at its port.
+  SimOn sim("127.0.0.2");
+  ASSERT_GT(sim.port, 0) << sim.proc->log();
+  TempDir dir;
+  const auto port = static_cast<uint16_t>(cgn::testing::free_port());
+  const std::string cfg = dir.file("agent.toml");
+  cgn::testing::write_file(cfg, "[agent]\nnode_id = \"ext-1\"\nlisten = \"127.0.0.1:" + std::to_string(port) +
+                                    "\"\ngrpc_listen = \"127.0.0.1:0\"\n[engine]\nkind = \"external\"\n"
+                                    "attach_kind = \"vllm\"\nmodel = \"m\"\nurl = \"http://127.0.0.2:" +
+                                    std::to_string(sim.port) + "\"\n");
+  Process agent({cgn::testing::bin_path("cgn-agent"), "--config", cfg});
+  ASSERT_TRUE(wait_until([&] { return agent_healthy(port); }, 15s)) << agent.log();
+  const auto [status, body] = chat_via(port, "hello");
+  EXPECT_EQ(status, 200u) << body << "\n" << agent.log();
+  EXPECT_NE(body.find("chat.completion"), std::string::npos) << body;
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait(15s), 0);
+}
+
+TEST(AgentMain, publishes_under_the_configured_etcd_prefix) {
+  auto& etcd = etcd::itest::shared_etcd();
+  auto admin = etcd::itest::make_client(etcd.admin_endpoint());
+  const std::string prefix = etcd::itest::fresh_prefix(*admin) + "lab";  // .../lab/nodes/<node>
+  ASSERT_TRUE(admin->del_prefix("/cognitora/nodes/prefixed-1").ok());
+  SimOn sim("127.0.0.1");
+  ASSERT_GT(sim.port, 0) << sim.proc->log();
+  TempDir dir;
+  const auto port = static_cast<uint16_t>(cgn::testing::free_port());
+  const std::string cfg = dir.file("agent.toml");
+  cgn::testing::write_file(
+      cfg, "[agent]\nnode_id = \"prefixed-1\"\nlisten = \"127.0.0.1:" + std::to_string(port) +
+               "\"\ngrpc_listen = \"127.0.0.1:0\"\nstate_backend = \"etcd\"\npublish_interval_ms = 50\n"
+               "[engine]\nkind = \"external\"\nattach_kind = \"vllm\"\nmodel = \"m\"\nurl = "
+               "\"http://127.0.0.1:" +
+               std::to_string(sim.port) + "\"\n[state.etcd]\nendpoints = [\"http://" + etcd.endpoint() +
+               "\"]\nprefix = \"" + prefix + "/\"\n");  // a trailing '/' is ignored
+  Process agent({cgn::testing::bin_path("cgn-agent"), "--config", cfg});
+  const std::string node_key = prefix + "/nodes/prefixed-1";
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto r = admin->get(node_key);
+        return r.ok() && !r->kvs.empty();
+      },
+      15s))
+      << agent.log();
+  // A completed chat publishes its prefixes under the same root.
+  ASSERT_TRUE(wait_until([&] { return agent_healthy(port); }, 15s)) << agent.log();
+  std::string prompt;
+  while (prompt.size() < 2000) {
+    prompt += "a prompt long enough to fill several digest blocks. ";
+  }
+  const auto [status, body] = chat_via(port, prompt);
+  ASSERT_EQ(status, 200u) << body;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        auto r = admin->get_prefix(prefix + "/kv/prefixed-1/");
+        return r.ok() && !r->kvs.empty();
+      },
+      10s))
+      << agent.log();
+  // Nothing under the default root.
+  auto def = admin->get("/cognitora/nodes/prefixed-1");
+  ASSERT_TRUE(def.ok());
+  EXPECT_TRUE(def->kvs.empty());
+  auto def_kv = admin->get_prefix("/cognitora/kv/prefixed-1/");
+  ASSERT_TRUE(def_kv.ok());
+  EXPECT_TRUE(def_kv->kvs.empty());
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait(15s), 0);
+}
+
+TEST(AgentMain, etcd_prefix_flag_must_be_a_path) {
+  TempDir dir;
+  auto cfg = write_config(dir, "kind = \"vllm\"\nmodel = \"m\"\nport = 8100\n");
+  Process p({cgn::testing::bin_path("cgn-agent"), "--config", cfg, "--etcd-prefix", "lab", "--print-record"});
+  EXPECT_EQ(p.wait(10s), 2);
+  EXPECT_NE(p.log().find("--etcd-prefix"), std::string::npos) << p.log();
 }
 
 }  // namespace

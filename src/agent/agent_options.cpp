@@ -63,7 +63,7 @@ Result<AgentSetup, OptionsError> parse_agent_options(int argc, const char* const
   app.add_option("--grpc-port-file", s.grpc_port_file,
                  "write the bound gRPC port here once serving (for [agent] grpc_listen port 0)");
   app.add_option("--log-level", s.log_level, "trace, debug, info, warn, error, off");
-  std::string listen, node_id, state_backend, etcd_endpoints;
+  std::string listen, node_id, state_backend, etcd_endpoints, etcd_prefix;
   uint32_t publish_interval_ms = 0, lease_ttl_s = 0;
   bool no_engine_metrics = false;
   app.add_option("--listen", listen,
@@ -79,6 +79,8 @@ Result<AgentSetup, OptionsError> parse_agent_options(int argc, const char* const
       "state_backend)");
   app.add_option("--etcd-endpoints", etcd_endpoints,
                  "comma-separated etcd endpoints (default: [state.etcd] endpoints)");
+  app.add_option("--etcd-prefix", etcd_prefix,
+                 "etcd: root of the keys (default: [state.etcd] prefix, /cognitora)");
   app.add_option("--publish-interval-ms", publish_interval_ms,
                  "etcd: at most one KV-prefix txn per interval (default: [agent] publish_interval_ms, 250)");
   app.add_option("--lease-ttl-s", lease_ttl_s,
@@ -131,6 +133,13 @@ Result<AgentSetup, OptionsError> parse_agent_options(int argc, const char* const
       }
       pos = comma + 1;
     }
+  }
+  if (!etcd_prefix.empty()) {
+    if (!etcd_prefix.starts_with('/')) {
+      return make_error(OptionsError::kUsage,
+                        fmt::format("--etcd-prefix \"{}\" must start with '/'", etcd_prefix));
+    }
+    s.config.state.etcd.prefix = etcd_prefix;
   }
   if (publish_interval_ms != 0) {
     if (publish_interval_ms < 10 || publish_interval_ms > 60000) {

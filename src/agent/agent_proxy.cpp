@@ -1,10 +1,12 @@
 #include "agent/agent_proxy.h"
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <cctype>
 #include <charconv>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/digest.h"
 #include "core/log.h"
@@ -196,6 +198,37 @@ struct AgentProxy::Impl {
       owner->chains_recorded_.fetch_add(1, std::memory_order_relaxed);
     }
   }
+
+  // Digests run on their own thread, after the answer went out: the worker goes straight back to
+  // its connections (the router's next request on the same keep-alive connection does not wait
+  // for a JSON parse and the hashing). Bounded: past kMaxPendingDigests queued jobs the worker
+  // computes them itself, which slows it down instead of growing memory.
+  static constexpr size_t kMaxPendingDigests = 1024;
+  std::unique_ptr<asio::thread_pool> digest_pool;
+  std::atomic<size_t> digests_pending{0};
+
+  // reply_body: a buffered chat answer, parsed on the digest thread (empty: use `reply`).
+  void record_later(std::string path, std::string body, std::string reply_body,
+                    std::optional<AssistantReply> reply) {
+    auto job = [this, path = std::move(path), body = std::move(body), reply_body = std::move(reply_body),
+                reply = std::move(reply)]() mutable {
+      if (!reply_body.empty()) {
+        if (auto parsed = parse_chat_completion_reply(reply_body)) {
+          reply = std::move(*parsed);
+        }
+      }
+      record(path, body, reply ? &*reply : nullptr);
+    };
+    if (!digest_pool || digests_pending.load(std::memory_order_relaxed) >= kMaxPendingDigests) {
+      job();
+      return;
+    }
+    digests_pending.fetch_add(1, std::memory_order_relaxed);
+    asio::post(*digest_pool, [this, job = std::move(job)]() mutable {
+      job();
+      digests_pending.fetch_sub(1, std::memory_order_relaxed);
+    });
+  }
 };
 
 AgentProxy::AgentProxy(AgentProxyOptions options, HealthSource health, PrefixRecorder recorder)
@@ -245,12 +278,19 @@ http::HttpResult<uint16_t> AgentProxy::start() {
   for (size_t i = 0; i < im.server->worker_count(); ++i) {
     im.clients.push_back(std::make_unique<http::HttpClient>(im.server->worker_context(i), cc));
   }
+  if (im.recorder) {
+    im.digest_pool = std::make_unique<asio::thread_pool>(1);
+  }
   return im.server->start();
 }
 
 void AgentProxy::stop(std::chrono::milliseconds grace) {
   if (impl_ && impl_->server) {
     impl_->server->stop(grace);
+  }
+  if (impl_ && impl_->digest_pool) {
+    impl_->digest_pool->join();  // the queued digests are recorded first
+    impl_->digest_pool.reset();
   }
 }
 
@@ -367,23 +407,22 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
       done(ep, 502, start);
       co_return;
     }
-    std::optional<AssistantReply> reply;
-    if (want_digests && status == 200 && ep == "chat") {
-      auto parsed = parse_chat_completion_reply(*body);
-      if (parsed) {
-        reply = std::move(*parsed);
-      }
+    // The answer goes out first; the reply is parsed for the digests only afterwards.
+    const bool digest = want_digests && status == 200;
+    std::string reply_body;
+    if (digest && ep == "chat") {
+      reply_body = *body;
     }
-    http::Response res{static_cast<http::beast_http::status>(status), 11};
-    for (const auto& f : headers) {
-      res.insert(f.name_string(), f.value());
-    }
+    http::Response res;
+    static_cast<http::Fields&>(res) = std::move(headers);  // built once above, not copied again
+    res.result(static_cast<http::beast_http::status>(status));
+    res.version(11);
     res.body() = std::move(*body);
     res.prepare_payload();
     auto sent = co_await ex.respond(std::move(res));
     done(ep, sent.ok() ? status : 499, start);
-    if (want_digests && status == 200 && sent.ok()) {
-      record(path, req.body(), reply ? &*reply : nullptr);
+    if (digest && sent.ok()) {
+      record_later(path, std::move(req.body()), std::move(reply_body), std::nullopt);
     }
     co_return;
   }
@@ -410,36 +449,55 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
     co_return;
   }
 
-  // SSE: one event per write, flushed as it comes.
+  // SSE: the events of each engine read go out re-serialised as one chunk, flushed at once: the
+  // status line and headers ride with the first one, the terminating chunk with the last. With a
+  // real engine the events arrive one decode step apart, so that is one event per write; events
+  // that arrive together (a burst, the end of the stream) cost one write, not one each.
   StreamedReply acc;
   const bool accumulate = want_digests && status == 200 && ep == "chat";
-  bool ok = (co_await ex.begin_stream(status, std::move(headers))).ok();
+  bool ok = ex.begin_stream_deferred(status, std::move(headers)).ok();
   bool clean_end = false;
+  http::SseParser parser;
+  std::string out;
+  http::SseEvent ev;
   while (ok) {
-    auto ev = co_await stream->next_event();
-    if (!ev) {
+    auto piece = co_await stream->read_some();
+    std::string failure;
+    if (!piece) {
+      failure = piece.error().message;
+    } else if (auto fed = parser.feed(*piece); !fed) {
+      failure = "bad SSE stream: " + fed.error().message;
+    }
+    if (!failure.empty()) {
       if (ex.client_open()) {
-        CGN_LOG_WARN(log, "engine failed mid-stream", log::kv("error", ev.error().message));
+        CGN_LOG_WARN(log, "engine failed mid-stream", log::kv("error", failure));
+        (void)co_await ex.write({});  // the headers, if nothing went out yet: then the cut
       }
       ex.abort();  // the client sees a truncated stream, never a fake end
       ok = false;
       break;
     }
-    if (!ev->has_value()) {
+    out.clear();
+    while (parser.pop(ev)) {
+      if (accumulate) {
+        acc.add_event(ev.data);
+      }
+      http::append_sse_event(out, ev);
+    }
+    if (stream->done()) {
+      parser.finish();  // a partial event at the end is discarded, as before
       clean_end = true;
+      ok = (co_await ex.end_stream(out)).ok();
       break;
     }
-    if (accumulate) {
-      acc.add_event((*ev)->data);
+    if (!out.empty()) {
+      ok = (co_await ex.write(out)).ok();
     }
-    ok = (co_await ex.write_event(**ev)).ok();
-  }
-  if (ok) {
-    (void)co_await ex.end_stream();
   }
   done(ep, ok ? status : 499, start);
   if (ok && clean_end && want_digests && status == 200) {
-    record(path, req.body(), accumulate ? &acc.reply() : nullptr);
+    record_later(path, std::move(req.body()), {},
+                 accumulate ? std::optional<AssistantReply>(acc.reply()) : std::nullopt);
   }
 }
 

@@ -1,7 +1,8 @@
 // The agent's data path (DESIGN.md §3): an HTTP server in front of the engine. Requests under
 // /v1/ are forwarded to the engine with their body untouched (hop-by-hop headers dropped);
-// answers come back as they are, SSE relayed one event per write, other streamed bodies piece
-// by piece. A client that goes away cancels the engine request (the client's operations run in
+// answers come back as they are: SSE re-serialised event by event, the events of each engine
+// read in one flushed chunk (headers with the first, the end with the last), other streamed
+// bodies piece by piece. A client that goes away cancels the engine request (the client's operations run in
 // the handler's coroutine). /health answers from the supervisor's view of the engine;
 // /metrics serves the agent's own metrics and, optionally, the engine's exposition after them.
 //
@@ -9,11 +10,14 @@
 // the proxy computes the request's prefix digests and those of request + generated reply
 // (append_assistant_message; for streams the content and tool-call deltas are accumulated) and
 // hands the chain to the recorder (the etcd publisher's live KV prefix set). The digests are
-// computed after the last byte went to the client, so they add nothing to the request's latency.
+// computed after the last byte went to the client, on the proxy's digest thread (not the
+// worker), so they add nothing to the request's latency nor to the next one's; stop() waits for
+// the queued ones.
 //
 // Threads: the HTTP server's workers; one HttpClient (engine connection pool) per worker, used
-// only there. The recorder and health callbacks are called from workers and must be
-// thread-safe. start()/stop() belong to the owner.
+// only there; one digest thread (when there is a recorder). The recorder is called from the
+// digest thread (from a worker while more than 1024 chains wait), the health callback from
+// workers: both must be thread-safe. start()/stop() belong to the owner.
 #pragma once
 
 #include <atomic>

@@ -2,13 +2,17 @@
 // digests, and in front of a small in-process upstream where a test must see exactly what the
 // engine received (body untouched, hop-by-hop headers dropped, disconnect cancelling).
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
+#include <boost/asio/write.hpp>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -80,10 +84,12 @@ class Sim {
 };
 
 struct Harness {
-  Harness(uint16_t engine_port, PrefixRecorder rec, std::string metrics_path = "/metrics") {
+  Harness(uint16_t engine_port, PrefixRecorder rec, std::string metrics_path = "/metrics",
+          size_t threads = 2) {
     AgentProxyOptions o;
     o.host = "127.0.0.1";
     o.port = 0;
+    o.threads = threads;
     o.node_id = "n1";
     o.engine = http::Upstream{"127.0.0.1", engine_port, false};
     o.engine_metrics_path = std::move(metrics_path);
@@ -213,6 +219,43 @@ TEST(AgentProxy, streamed_chat_is_relayed_per_event_and_deltas_make_the_reply_di
             digests_of("/v1/chat/completions", chat_body({messages[0]}, false).dump()).size());
 }
 
+TEST(AgentProxy, digests_run_off_the_worker_so_the_next_request_does_not_wait) {
+  Sim sim;
+  // A recorder that blocks until the test lets it go (at most 10 s).
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, released = false, returned = false;
+  PrefixRecorder rec = [&](std::span<const Digest>) {
+    std::unique_lock lock(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait_for(lock, 10s, [&] { return released; });
+    returned = true;
+  };
+  Harness h(sim.port(), rec, "", /*threads=*/1);  // one worker: blocking it would block everything
+  const std::string body = chat_body({{{"role", "user"}, {"content", long_text("first")}}}, false).dump();
+  auto first = h.post("/v1/chat/completions", body);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  ASSERT_EQ(first->result_int(), 200u);
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 5s, [&] { return entered; }));
+  }
+  auto second = h.get("/health");  // served by the same (only) worker
+  bool recorder_still_blocked = false;
+  {
+    std::lock_guard lock(mu);
+    recorder_still_blocked = !returned;
+    released = true;
+    cv.notify_all();
+  }
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_EQ(second->result_int(), 200u);
+  EXPECT_TRUE(recorder_still_blocked);
+  h.proxy->stop(0ms);  // waits for the digest thread
+  EXPECT_EQ(h.proxy->chains_recorded(), 1u);
+}
+
 TEST(AgentProxy, completions_record_the_prompt_and_failures_record_nothing) {
   Sim sim;
   Recorder rec;
@@ -237,6 +280,7 @@ TEST(AgentProxy, completions_record_the_prompt_and_failures_record_nothing) {
   auto emb = h.post("/v1/embeddings", nlohmann::json{{"model", "m"}, {"input", "hi"}}.dump());
   ASSERT_TRUE(emb.ok());
   EXPECT_EQ(emb->result_int(), 200u);
+  h.proxy->stop(0ms);  // digests run on their own thread: stop() waits for what was queued
   EXPECT_EQ(rec.size(), 1u);
   EXPECT_EQ(h.proxy->chains_recorded(), 1u);
 }
@@ -309,6 +353,18 @@ struct EchoUpstream {
       }
       gone = !ex.client_open();
     });
+    // Three events and the end of the body in one write (what an engine's burst looks like).
+    routes.post("/v1/burst", [](http::Exchange& ex) -> asio::awaitable<void> {
+      http::Fields h;
+      h.set(http::Field::content_type, "text/event-stream");
+      (void)ex.begin_stream_deferred(200, std::move(h));
+      (void)co_await ex.end_stream("data: 1\n\n: a comment\r\ndata: 2\r\n\r\ndata: [DONE]\n\n");
+    });
+    // Headers, then the connection dies before the first event.
+    routes.post("/v1/cut", [](http::Exchange& ex) -> asio::awaitable<void> {
+      (void)co_await ex.begin_sse();
+      ex.abort();
+    });
     server = std::make_unique<http::Server>(http::ServerConfig{}, std::move(routes));
     port = *server->start();
   }
@@ -355,7 +411,56 @@ TEST(AgentProxy, client_disconnect_cancels_the_engine_stream) {
     ASSERT_TRUE(ev->has_value());
   }  // the stream is dropped unread: its connection closes
   EXPECT_TRUE(wait_until([&] { return up.gone.load(); }, 10s));
+  h.proxy->stop(0ms);         // and whatever the digest thread had queued is done
   EXPECT_EQ(rec.size(), 0u);  // a cut stream is not a completion
+}
+
+// The agent's raw answer to one request (Connection: close), bytes as they came.
+std::string raw_exchange(uint16_t port, const std::string& request) {
+  asio::io_context ctx;
+  asio::ip::tcp::socket sock(ctx);
+  sock.connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  timeval tv{10, 0};
+  ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  asio::write(sock, asio::buffer(request));
+  std::string out;
+  char buf[4096];
+  boost::system::error_code ec;
+  while (!ec) {
+    const size_t n = sock.read_some(asio::buffer(buf), ec);
+    out.append(buf, n);
+  }
+  return out;
+}
+
+TEST(AgentProxy, events_read_together_go_out_as_one_chunk_re_serialised) {
+  EchoUpstream up;
+  Harness h(up.port, nullptr, "");
+  const std::string body = "{}";
+  const std::string wire = raw_exchange(
+      h.port, "POST /v1/burst HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 2\r\n\r\n" + body);
+  ASSERT_EQ(wire.rfind("HTTP/1.1 200", 0), 0u) << wire;
+  const size_t head_end = wire.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos) << wire;
+  EXPECT_NE(wire.substr(0, head_end).find("text/event-stream"), std::string::npos) << wire;
+  // One chunk holding the three events (comment dropped, line ends normalised), then the end.
+  const std::string events = "data: 1\n\ndata: 2\n\ndata: [DONE]\n\n";
+  char size_line[16];
+  std::snprintf(size_line, sizeof size_line, "%zx\r\n", events.size());
+  EXPECT_EQ(wire.substr(head_end + 4), std::string(size_line) + events + "\r\n0\r\n\r\n");
+}
+
+TEST(AgentProxy, engine_cut_before_the_first_event_is_a_truncated_stream) {
+  EchoUpstream up;
+  Harness h(up.port, nullptr, "");
+  http::Request r{http::Verb::post, "/v1/cut", 11};
+  r.body() = "{}";
+  r.prepare_payload();
+  auto s = run_on(h.ctx, h.client.stream(http::Upstream{"127.0.0.1", h.port, false}, std::move(r)));
+  ASSERT_TRUE(s.ok()) << s.error().message;  // the headers went out before the cut
+  EXPECT_EQ(s->status(), 200u);
+  auto ev = run_on(h.ctx, s->next_event());
+  EXPECT_FALSE(ev.ok());  // no fake clean end
 }
 
 }  // namespace

@@ -25,6 +25,23 @@ EtcdPublisher::EtcdPublisher(std::shared_ptr<etcd::EtcdClient> client, Publisher
       changes_(log_),
       set_(options_.max_prefixes) {
   stats_.capacity = options_.max_prefixes;
+  root_ = options_.prefix;
+  while (!root_.empty() && root_.back() == '/') {
+    root_.pop_back();
+  }
+  root_ += '/';
+}
+
+std::string EtcdPublisher::node_key() const {
+  return root_ + "nodes/" + options_.node_id;
+}
+
+std::string EtcdPublisher::kv_prefix() const {
+  return root_ + "kv/" + options_.node_id + "/";
+}
+
+std::string EtcdPublisher::kv_key(const Digest& d) const {
+  return kv_prefix() + to_hex(d);
 }
 
 EtcdPublisher::~EtcdPublisher() {
@@ -205,8 +222,7 @@ bool EtcdPublisher::ensure_lease() {
 }
 
 bool EtcdPublisher::full_sync(const std::string& record_json) {
-  const std::string kv_prefix = keys::kv_prefix(options_.node_id);
-  auto existing = client_->get_prefix_paged(kv_prefix);
+  auto existing = client_->get_prefix_paged(kv_prefix());
   if (!existing) {
     set_connected(false, existing.error().message);
     std::lock_guard lock(mu_);
@@ -224,11 +240,11 @@ bool EtcdPublisher::full_sync(const std::string& record_json) {
   std::vector<etcd::TxnOp> ops;
   ops.reserve(changes.puts.size() + existing->kvs.size() + 1);
   if (!record_json.empty()) {
-    ops.push_back(etcd::TxnOp::put(keys::node_key(options_.node_id), record_json, lease));
+    ops.push_back(etcd::TxnOp::put(node_key(), record_json, lease));
   }
   const std::string value = std::to_string(last_epoch_.value_or(0));
   for (const Digest& d : changes.puts) {
-    std::string key = keys::kv_key(options_.node_id, d);
+    std::string key = kv_key(d);
     held.insert(key);
     ops.push_back(etcd::TxnOp::put(std::move(key), value, lease));
   }
@@ -288,17 +304,17 @@ bool EtcdPublisher::incremental(const std::string& record_json) {
   ops.reserve(changes.ops() + 1);
   const bool record_changed = !record_json.empty() && record_json != last_record_json_;
   if (record_changed) {
-    ops.push_back(etcd::TxnOp::put(keys::node_key(options_.node_id), record_json, lease));
+    ops.push_back(etcd::TxnOp::put(node_key(), record_json, lease));
   }
   if (changes.clear_all) {
-    ops.push_back(etcd::TxnOp::del(keys::kv_prefix(options_.node_id), /*prefix=*/true));
+    ops.push_back(etcd::TxnOp::del(kv_prefix(), /*prefix=*/true));
   }
   for (const Digest& d : changes.deletes) {
-    ops.push_back(etcd::TxnOp::del(keys::kv_key(options_.node_id, d)));
+    ops.push_back(etcd::TxnOp::del(kv_key(d)));
   }
   const std::string value = std::to_string(last_epoch_.value_or(0));
   for (const Digest& d : changes.puts) {
-    ops.push_back(etcd::TxnOp::put(keys::kv_key(options_.node_id, d), value, lease));
+    ops.push_back(etcd::TxnOp::put(kv_key(d), value, lease));
   }
   if (ops.empty()) {
     return true;

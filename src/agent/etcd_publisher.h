@@ -1,5 +1,6 @@
 // Publishes this node to etcd (DESIGN.md §6, docs/agent.md "Publishing to etcd"): the node
-// record under /cognitora/nodes/<node> and the live KV prefixes under /cognitora/kv/<node>/<hex>,
+// record under <prefix>/nodes/<node> and the live KV prefixes under <prefix>/kv/<node>/<hex>
+// (prefix: [state.etcd] prefix, default /cognitora),
 // all on one heartbeat lease kept alive by a LeaseKeeper. Every flush interval it writes at most
 // one txn (split only past etcd's 128 ops) holding just the changes: the record when it changed,
 // puts of new prefixes, deletes of evicted ones. A kv_epoch change deletes the node's whole KV
@@ -38,6 +39,9 @@ namespace cgn::agent {
 
 struct PublisherOptions {
   std::string node_id;  // must pass etcd::keys::check_node_id
+  // [state.etcd] prefix: the root of the key layout ("/lab" -> /lab/nodes/<node>, /lab/kv/...),
+  // the one the routers watch. Trailing slashes are ignored.
+  std::string prefix = "/cognitora";
   std::chrono::milliseconds flush_interval{250};
   int64_t lease_ttl_s = 5;
   size_t max_prefixes = kMaxPublishedPrefixes;              // the 4096-key cap (lower for tests)
@@ -103,8 +107,13 @@ class EtcdPublisher {
   void set_connected(bool ok, const std::string& why);
   void update_from_record(const NodeRecord& rec);
 
+  std::string node_key() const;
+  std::string kv_prefix() const;  // "<prefix>/kv/<node>/"
+  std::string kv_key(const Digest& d) const;
+
   std::shared_ptr<etcd::EtcdClient> client_;
   PublisherOptions options_;
+  std::string root_;  // options_.prefix with exactly one trailing '/'
   log::Logger log_;
   log::StateChangeLogger changes_;
 

@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
     }
     agent::PublisherOptions po;
     po.node_id = node_id;
+    po.prefix = setup->config.state.etcd.prefix;
     po.flush_interval = std::chrono::milliseconds(ac.publish_interval_ms);
     po.lease_ttl_s = setup->config.state.etcd.lease_ttl_s;
     po.max_prefixes = ac.max_published_prefixes;
@@ -215,7 +216,7 @@ int main(int argc, char** argv) {
   px.host = listen->first;
   px.port = listen->second;
   px.node_id = node_id;
-  px.engine = http::Upstream{"127.0.0.1", engine.port, false};
+  px.engine = http::Upstream{setup->launch.engine_host, engine.port, false};  // external: [engine] url
   if (ac.engine_metrics) {
     px.engine_metrics_path = (*driver)->metrics_path(setup->launch).value_or("");
   }

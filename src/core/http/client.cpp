@@ -32,6 +32,9 @@ using detail::Transport;
 using tcp = asio::ip::tcp;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr size_t kScratchBytes = size_t{16} * 1024;
+// Initial capacity of a connection's read buffer. Beast reads at most the free capacity (at
+// least 512 bytes) per syscall, so a default buffer takes a 1.5 KiB answer in three reads.
+constexpr size_t kConnReadBytes = size_t{4} * 1024;
 }  // namespace
 
 // One upstream connection. Registered with the io_context's deadline sweeper
@@ -62,7 +65,11 @@ struct ClientConn final : detail::DeadlineEntry {
   detail::DeadlineSweeper& sweeper;
   std::string key;
   Transport t;
-  boost::beast::flat_buffer buf;
+  boost::beast::flat_buffer buf = [] {
+    boost::beast::flat_buffer b;
+    b.reserve(kConnReadBytes);
+    return b;
+  }();
   std::string whdr;  // the request header being written, reused across requests
   SteadyTime idle_since{};
   tcp::resolver* resolver = nullptr;
@@ -213,6 +220,25 @@ asio::awaitable<HttpResult<std::string_view>> ClientStream::read_some() {
       done_ = true;
       st.conn.reset();
       co_return err;
+    }
+    // Beast hands over one chunk per read; the chunks already received (a burst of SSE events,
+    // the end of the body) are parsed now, so the caller gets them in one piece, no syscall.
+    while (!st.parser.is_done() && c->buf.size() != 0 && st.parser.get().body().size != 0) {
+      error_code pec;
+      const size_t used = st.parser.put(c->buf.data(), pec);
+      c->buf.consume(used);
+      if (pec == beast_http::error::need_buffer) {
+        break;  // the scratch buffer is full
+      }
+      if (pec == beast_http::error::need_more || (!pec && used == 0)) {
+        break;  // a partial chunk header: the next read brings the rest
+      }
+      if (pec) {
+        auto err = map_error(pec, false, "reading response body");
+        done_ = true;
+        st.conn.reset();
+        co_return err;
+      }
     }
     const size_t got = kScratchBytes - st.parser.get().body().size;
     if (st.parser.is_done()) {

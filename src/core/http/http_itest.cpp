@@ -916,5 +916,138 @@ TEST(HttpTls, missing_certificate_is_an_error_value) {
   EXPECT_EQ(r.error().code, HttpError::tls);
 }
 
+// ---------------------------------------------------------------------------
+// Deferred stream start (begin_stream_deferred) and reads that take every chunk already received
+
+struct DeferGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false;  // the handler is past its first step
+  bool go = false;       // the test has looked at its socket
+};
+
+// flush_first: write({}) right after begin_stream_deferred(), which sends the headers alone.
+asio::awaitable<void> deferred_stream(std::shared_ptr<DeferGate> g, bool flush_first, Exchange& ex) {
+  Fields h;
+  h.set(Field::content_type, "text/plain");
+  if (!ex.begin_stream_deferred(200, std::move(h))) {
+    co_return;
+  }
+  if (flush_first && !co_await ex.write({})) {
+    co_return;
+  }
+  {
+    std::unique_lock lock(g->mu);
+    g->started = true;
+    g->cv.notify_all();
+    // The client is the test's thread, so blocking this worker is safe.
+    if (!g->cv.wait_for(lock, 5s, [&] { return g->go; })) {
+      co_return;
+    }
+  }
+  if (!co_await ex.write("abc")) {
+    co_return;
+  }
+  (void)co_await ex.end_stream("de");
+}
+
+// Sends `request`, waits for the handler's first step, and returns whether any response byte
+// was waiting in the socket then (on loopback a written segment is queued before write returns);
+// then lets the handler finish and reads the whole answer into `wire`.
+bool bytes_waiting_after_first_step(bool flush_first, const std::string& request, std::string& wire) {
+  auto g = std::make_shared<DeferGate>();
+  RouteTable rt;
+  rt.get("/d", [g, flush_first](Exchange& ex) { return deferred_stream(g, flush_first, ex); });
+  TestServer s(std::move(rt));
+  RawConn c(s.port);
+  c.send(request);
+  {
+    std::unique_lock lock(g->mu);
+    EXPECT_TRUE(g->cv.wait_for(lock, 5s, [&] { return g->started; }));
+  }
+  char byte;
+  const bool waiting = ::recv(c.sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+  {
+    std::lock_guard lock(g->mu);
+    g->go = true;
+    g->cv.notify_all();
+  }
+  error_code ec;
+  wire = c.read_to_close(ec);
+  return waiting;
+}
+
+TEST(HttpServer, deferred_stream_sends_its_headers_with_the_first_bytes) {
+  std::string wire;
+  EXPECT_FALSE(bytes_waiting_after_first_step(false, "GET /d HTTP/1.1\r\nConnection: close\r\n\r\n", wire));
+  const auto r = split_response(wire);
+  EXPECT_EQ(r.status, 200) << wire;
+  EXPECT_NE(r.head.find("Transfer-Encoding: chunked"), std::string::npos) << r.head;
+  EXPECT_EQ(r.body, "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
+}
+
+TEST(HttpServer, deferred_stream_headers_go_alone_on_an_empty_write) {
+  std::string wire;
+  EXPECT_TRUE(bytes_waiting_after_first_step(true, "GET /d HTTP/1.1\r\nConnection: close\r\n\r\n", wire));
+  EXPECT_EQ(split_response(wire).body, "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
+}
+
+TEST(HttpServer, deferred_stream_answers_head_and_http10) {
+  std::string wire;
+  (void)bytes_waiting_after_first_step(false, "HEAD /d HTTP/1.1\r\nConnection: close\r\n\r\n", wire);
+  auto r = split_response(wire);
+  EXPECT_EQ(r.status, 200) << wire;
+  EXPECT_EQ(r.body, "");  // headers only
+  (void)bytes_waiting_after_first_step(false, "GET /d HTTP/1.0\r\n\r\n", wire);
+  r = split_response(wire);
+  EXPECT_EQ(r.status, 200) << wire;
+  EXPECT_EQ(r.head.find("chunked"), std::string::npos) << r.head;
+  EXPECT_EQ(r.body, "abcde");  // delimited by close
+}
+
+// The first read_some() of a streamed GET, and whether the body was complete after it.
+asio::awaitable<HttpResult<std::pair<std::string, bool>>> first_piece(HttpClient& client, Upstream u) {
+  auto s = co_await client.stream(u, make_request(Verb::get, "/"));
+  if (!s) {
+    co_return s.error();
+  }
+  auto p = co_await s->read_some();
+  if (!p) {
+    co_return p.error();
+  }
+  co_return std::pair<std::string, bool>{std::string(*p), s->done()};
+}
+
+TEST(HttpClient, read_some_returns_every_chunk_already_received_in_one_piece) {
+  // Two 1000-byte chunks and the end, written at once: more than Beast's 512-byte default read.
+  const std::string a(1000, 'a');
+  const std::string b(1000, 'b');
+  RawServer up([&](tcp::acceptor& acc) {
+    error_code ec;
+    tcp::socket s = acc.accept(ec);
+    if (ec) {
+      return;
+    }
+    RawServer::set_timeout(s);
+    std::string buf;
+    if (!RawServer::read_head(s, buf)) {
+      return;
+    }
+    const std::string wire = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3e8\r\n" + a +
+                             "\r\n3e8\r\n" + b + "\r\n0\r\n\r\n";
+    asio::write(s, asio::buffer(wire), ec);
+    RawServer::read_head(s, buf);  // until the client closes
+  });
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  const Upstream u{"127.0.0.1", up.port()};
+  auto piece = run_on(ctx, first_piece(client, u));
+  ASSERT_TRUE(piece.ok()) << piece.error().message;
+  EXPECT_EQ(piece->first, a + b);
+  EXPECT_TRUE(piece->second);                 // the end came in the same piece
+  EXPECT_EQ(client.idle_connections(u), 1u);  // the body ended cleanly: pooled
+  client.close_idle();
+}
+
 }  // namespace
 }  // namespace cgn::http

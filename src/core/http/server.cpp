@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -207,15 +208,77 @@ class ServerConnection final : public Exchange,
   }
 
   asio::awaitable<HttpStatus> begin_stream(unsigned status, Fields headers) override {
-    if (response_started_) {
-      co_return http_error(HttpError::invalid_state, "response already started");
+    if (auto st = open_stream(status, std::move(headers)); !st) {
+      co_return st;
+    }
+    beast_http::response_serializer<beast_http::empty_body> sr{stream_header_};
+    set_deadline_after(timeouts_.write);
+    auto [ec, n] = co_await beast_http::async_write_header(transport_, sr, use_tuple);
+    clear_deadline();
+    co_return write_result(ec);
+  }
+
+  HttpStatus begin_stream_deferred(unsigned status, Fields headers) override {
+    if (auto st = open_stream(status, std::move(headers)); !st) {
+      return st;
+    }
+    detail::serialize_header(stream_header_, whdr_);
+    header_pending_ = true;
+    return Ok{};
+  }
+
+  asio::awaitable<HttpStatus> write(std::string_view bytes) override {
+    if (!stream_open_) {
+      co_return http_error(HttpError::invalid_state, "write() before begin_stream() or after end_stream()");
     }
     if (!client_open()) {
       co_return http_error(HttpError::closed, "client connection closed");
     }
+    co_return co_await send_stream(bytes, /*last=*/false);
+  }
+
+  asio::awaitable<HttpStatus> end_stream() override {
+    if (!stream_open_) {
+      co_return http_error(HttpError::invalid_state, "no stream open");
+    }
+    stream_open_ = false;
+    if (!client_open()) {
+      co_return http_error(HttpError::closed, "client connection closed");
+    }
+    co_return co_await send_stream({}, /*last=*/true);
+  }
+
+  asio::awaitable<HttpStatus> end_stream(std::string_view last_bytes) override {
+    if (!stream_open_) {
+      co_return http_error(HttpError::invalid_state, "no stream open");
+    }
+    stream_open_ = false;
+    if (!client_open()) {
+      co_return http_error(HttpError::closed, "client connection closed");
+    }
+    co_return co_await send_stream(last_bytes, /*last=*/true);
+  }
+
+  void abort() override {
+    stream_open_ = false;
+    close_now();
+  }
+
+ private:
+  enum class Phase { handshake, idle, headers, body, handling, closing };
+
+  // begin_stream*(): the checks and the header (kept in stream_header_), nothing written.
+  HttpStatus open_stream(unsigned status, Fields headers) {
+    if (response_started_) {
+      return http_error(HttpError::invalid_state, "response already started");
+    }
+    if (!client_open()) {
+      return http_error(HttpError::closed, "client connection closed");
+    }
     response_started_ = true;
     stream_open_ = true;
-    beast_http::response<beast_http::empty_body> res;
+    header_pending_ = false;
+    auto& res = stream_header_;
     static_cast<Fields&>(res) = std::move(headers);
     res.result(static_cast<beast_http::status>(status));
     res.version(req_version_);
@@ -231,66 +294,44 @@ class ServerConnection final : public Exchange,
       res.set(Field::access_control_allow_origin, "*");
     }
     res.keep_alive(keep_alive_);
-    beast_http::response_serializer<beast_http::empty_body> sr{res};
+    return Ok{};
+  }
+
+  // One gather write: the held-back header (begin_stream_deferred), `bytes` as one chunk (as
+  // they are for HTTP/1.0), and with `last` the terminating chunk. Nothing to send: no syscall.
+  asio::awaitable<HttpStatus> send_stream(std::string_view bytes, bool last) {
+    if (head_) {
+      bytes = {};  // HEAD: the headers only
+    }
+    std::array<asio::const_buffer, 5> bufs;
+    size_t n = 0;
+    if (header_pending_) {
+      bufs[n++] = asio::buffer(whdr_);
+    }
+    char size_line[24];
+    if (!bytes.empty()) {
+      if (chunked_) {
+        const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", bytes.size());
+        bufs[n++] = asio::buffer(size_line, static_cast<size_t>(len));
+        bufs[n++] = asio::buffer(bytes.data(), bytes.size());
+        bufs[n++] = asio::buffer("\r\n", 2);
+      } else {
+        bufs[n++] = asio::buffer(bytes.data(), bytes.size());
+      }
+    }
+    if (last && chunked_ && !head_) {
+      bufs[n++] = asio::buffer("0\r\n\r\n", 5);
+    }
+    if (n == 0) {
+      co_return Ok{};  // an empty chunk would end the body
+    }
+    header_pending_ = false;
     set_deadline_after(timeouts_.write);
-    auto [ec, n] = co_await beast_http::async_write_header(transport_, sr, use_tuple);
+    auto [ec, written] = co_await asio::async_write(
+        transport_, std::span<const asio::const_buffer>(bufs.data(), n), use_tuple);
     clear_deadline();
     co_return write_result(ec);
   }
-
-  asio::awaitable<HttpStatus> write(std::string_view bytes) override {
-    if (!stream_open_) {
-      co_return http_error(HttpError::invalid_state, "write() before begin_stream() or after end_stream()");
-    }
-    if (!client_open()) {
-      co_return http_error(HttpError::closed, "client connection closed");
-    }
-    if (bytes.empty() || head_) {
-      co_return Ok{};  // an empty chunk would end the body; HEAD has none
-    }
-    set_deadline_after(timeouts_.write);
-    error_code ec;
-    if (chunked_) {
-      char size_line[24];
-      const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", bytes.size());
-      std::array<asio::const_buffer, 3> bufs{asio::buffer(size_line, static_cast<size_t>(len)),
-                                             asio::buffer(bytes.data(), bytes.size()),
-                                             asio::buffer("\r\n", 2)};
-      auto [e, n] = co_await asio::async_write(transport_, bufs, use_tuple);
-      ec = e;
-    } else {
-      auto [e, n] =
-          co_await asio::async_write(transport_, asio::buffer(bytes.data(), bytes.size()), use_tuple);
-      ec = e;
-    }
-    clear_deadline();
-    co_return write_result(ec);
-  }
-
-  asio::awaitable<HttpStatus> end_stream() override {
-    if (!stream_open_) {
-      co_return http_error(HttpError::invalid_state, "no stream open");
-    }
-    stream_open_ = false;
-    if (!client_open()) {
-      co_return http_error(HttpError::closed, "client connection closed");
-    }
-    if (!chunked_ || head_) {
-      co_return Ok{};  // HTTP/1.0: closing the connection ends the body; HEAD has none
-    }
-    set_deadline_after(timeouts_.write);
-    auto [ec, n] = co_await asio::async_write(transport_, asio::buffer("0\r\n\r\n", 5), use_tuple);
-    clear_deadline();
-    co_return write_result(ec);
-  }
-
-  void abort() override {
-    stream_open_ = false;
-    close_now();
-  }
-
- private:
-  enum class Phase { handshake, idle, headers, body, handling, closing };
 
   void on_deadline() override {
     timed_out_ = true;
@@ -460,6 +501,7 @@ class ServerConnection final : public Exchange,
     phase_ = Phase::handling;
     response_started_ = false;
     stream_open_ = false;
+    header_pending_ = false;
     chunked_ = false;
     client_open_ = !peer_closed_ && !closed_;
     if (draining_) {
@@ -543,7 +585,8 @@ class ServerConnection final : public Exchange,
 
   boost::beast::flat_buffer buf_;
   std::array<char, kReadChunk> rbuf_{};
-  std::string whdr_;  // respond(): the serialized header, reused across responses
+  std::string whdr_;  // respond(), begin_stream_deferred(): the serialized header, reused
+  beast_http::response<beast_http::empty_body> stream_header_;
   RequestReader reader_;
   Request req_;
   unsigned req_version_ = 11;
@@ -565,6 +608,7 @@ class ServerConnection final : public Exchange,
   bool client_open_ = true;
   bool response_started_ = false;
   bool stream_open_ = false;
+  bool header_pending_ = false;  // begin_stream_deferred(): whdr_ goes out with the first write
   bool chunked_ = false;
   bool cors_ = false;
   bool head_ = false;

@@ -91,8 +91,15 @@ class Exchange {
   // Sends status and headers; the body follows as chunks (HTTP/1.1) or until
   // close (HTTP/1.0). Content-Length/Transfer-Encoding in headers are replaced.
   virtual asio::awaitable<HttpStatus> begin_stream(unsigned status, Fields headers) = 0;
+  // Like begin_stream(), but nothing is written yet: status and headers go out in the same
+  // gather write as the first body bytes (write() or end_stream()), which saves a proxy that
+  // already holds body bytes one segment and one wake-up of its client. write({}) sends the
+  // held-back headers alone; abort() before any write sends nothing.
+  virtual HttpStatus begin_stream_deferred(unsigned status, Fields headers) = 0;
   virtual asio::awaitable<HttpStatus> write(std::string_view bytes) = 0;
   virtual asio::awaitable<HttpStatus> end_stream() = 0;
+  // write(last_bytes) and end_stream() in one write.
+  virtual asio::awaitable<HttpStatus> end_stream(std::string_view last_bytes) = 0;
   // Closes the connection now; a stream ends without its terminating chunk so
   // the client can tell it was truncated.
   virtual void abort() = 0;
