@@ -3,8 +3,31 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <unordered_set>
 
 namespace cgn::gossip {
+
+namespace {
+
+// Visits the elements of `v` in uniformly random order (Fisher-Yates drawn one step at a time)
+// until `visit` returns false: picking k of N costs k draws, not N.
+template <class T, class Rng, class F>
+void visit_shuffled(std::vector<T>& v, Rng& rng, F visit) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::swap(v[i], v[std::uniform_int_distribution<size_t>(i, v.size() - 1)(rng)]);
+    if (!visit(v[i])) {
+      return;
+    }
+  }
+}
+
+// The smallest digest entry: a 1-byte name, the generation, three 1-byte varints.
+constexpr size_t kMinDigestEntry = 1 + 1 + 8 + 3;
+// A sampled digest stops after this many members in a row did not fit (names differ in length,
+// so a later one might, but the datagram is full for practical purposes).
+constexpr size_t kMaxDigestMisfits = 8;
+
+}  // namespace
 
 GossipCore::GossipCore(CoreOptions options, Nanos now) : options_(std::move(options)) {
   const uint64_t seed = options_.seed != 0 ? options_.seed
@@ -19,7 +42,21 @@ GossipCore::GossipCore(CoreOptions options, Nanos now) : options_(std::move(opti
   m.heartbeat = 1;
   m.fd = PhiDetector(options_.phi);
   m.fd.heartbeat(now);
-  members_.emplace(options_.name, std::move(m));
+  self_ = add_member(std::move(m));
+}
+
+GossipCore::Member* GossipCore::find(std::string_view name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : it->second;
+}
+
+GossipCore::Member* GossipCore::add_member(Member m) {
+  std::string key = m.name;
+  auto it = members_.emplace(std::move(key), std::move(m)).first;
+  Member* p = &it->second;
+  index_[it->first] = p;  // the map's key: stable while the member exists
+  order_.push_back(p);
+  return p;
 }
 
 bool GossipCore::set(const std::string& key, const std::string& value, Nanos now) {
@@ -75,15 +112,14 @@ GossipCore::Member* GossipCore::learn(const std::string& name, uint64_t generati
   if (auto g = gced_.find(name); g != gced_.end() && g->second >= generation) {
     return nullptr;
   }
-  auto it = members_.find(name);
-  if (it != members_.end()) {
-    if (generation < it->second.generation) {
+  if (Member* known = find(name); known != nullptr) {
+    if (generation < known->generation) {
       return nullptr;
     }
-    if (generation > it->second.generation) {
-      supersede(it->second, generation, now);
+    if (generation > known->generation) {
+      supersede(*known, generation, now);
     }
-    return &it->second;
+    return known;
   }
   if (members_.size() >= options_.max_members) {
     return nullptr;
@@ -93,7 +129,7 @@ GossipCore::Member* GossipCore::learn(const std::string& name, uint64_t generati
   m.generation = generation;
   m.fd = PhiDetector(options_.phi);
   m.fd.heartbeat(now);
-  return &members_.emplace(name, std::move(m)).first->second;
+  return add_member(std::move(m));
 }
 
 void GossipCore::supersede(Member& m, uint64_t generation, Nanos now) {
@@ -147,45 +183,48 @@ Digest GossipCore::make_digest(size_t budget) {
   Digest d;
   // Self first, then members we know to be behind on (pull), then fresh changes (push), then a
   // random sample of the rest.
-  std::vector<Member*> stale;
-  std::vector<Member*> fresh;
-  std::vector<Member*> rest;
+  stale_.clear();
+  fresh_.clear();
+  rest_.clear();
   size_t live = 0;
-  for (auto& [name, m] : members_) {
-    if (name == options_.name || !m.live) {
+  for (Member* m : order_) {
+    if (m == self_ || !m->live) {
       continue;
     }
     ++live;
-    if (m.seen_max_version > m.max_version) {
-      stale.push_back(&m);
-    } else if (m.retransmit_left > 0) {
-      fresh.push_back(&m);
+    if (m->seen_max_version > m->max_version) {
+      stale_.push_back(m);
+    } else if (m->retransmit_left > 0) {
+      fresh_.push_back(m);
     } else {
-      rest.push_back(&m);
+      rest_.push_back(m);
     }
   }
-  std::shuffle(stale.begin(), stale.end(), rng_);
-  std::shuffle(fresh.begin(), fresh.end(), rng_);
-  std::shuffle(rest.begin(), rest.end(), rng_);
   size_t used = kDigestOverhead;
+  size_t misfits = 0;
   auto add = [&](Member& m) {
     DigestEntry e{m.name, m.generation, m.heartbeat, m.max_version, m.last_gc_version};
     const size_t n = digest_entry_size(e);
     if (used + n > budget || d.entries.size() >= 65535) {
-      return false;
+      ++misfits;
+      return;
     }
+    misfits = 0;
     used += n;
     d.entries.push_back(std::move(e));
     if (m.retransmit_left > 0) {
       --m.retransmit_left;
     }
-    return true;
+  };
+  auto full = [&] {
+    return used + kMinDigestEntry > budget || misfits >= kMaxDigestMisfits || d.entries.size() >= 65535;
   };
   add(self());
-  for (auto* list : {&stale, &fresh, &rest}) {
-    for (Member* m : *list) {
+  for (auto* list : {&stale_, &fresh_, &rest_}) {
+    visit_shuffled(*list, rng_, [&](Member* m) {
       add(*m);
-    }
+      return !full();
+    });
   }
   d.complete = d.entries.size() == live + 1;
   if (!d.complete) {
@@ -218,14 +257,12 @@ std::vector<NodeDelta> GossipCore::make_delta(const Digest& peer, size_t budget)
     bool reset;
   };
   std::vector<Candidate> cands;
-  std::map<std::string_view, bool> listed;
   for (const auto& e : peer.entries) {
-    listed[e.name] = true;
-    auto it = members_.find(e.name);
-    if (it == members_.end()) {
+    Member* found = find(e.name);
+    if (found == nullptr) {
       continue;
     }
-    Member& m = it->second;
+    Member& m = *found;
     const bool is_self = e.name == options_.name;
     if ((!m.live && !is_self) || m.generation < e.generation) {
       continue;
@@ -239,10 +276,13 @@ std::vector<NodeDelta> GossipCore::make_delta(const Digest& peer, size_t budget)
     }
   }
   if (peer.complete) {
-    for (auto& [name, m] : members_) {
-      if (!listed.contains(name) && (m.live || name == options_.name) &&
-          (m.max_version > 0 || m.addr.known())) {
-        cands.push_back({&m, 0, false});
+    std::unordered_set<std::string_view> listed;
+    for (const auto& e : peer.entries) {
+      listed.insert(e.name);
+    }
+    for (Member* m : order_) {
+      if (!listed.contains(m->name) && (m->live || m == self_) && (m->max_version > 0 || m->addr.known())) {
+        cands.push_back({m, 0, false});
       }
     }
   }
@@ -364,13 +404,13 @@ void GossipCore::apply_delta(const std::vector<NodeDelta>& delta, Nanos now) {
 }
 
 void GossipCore::detect(Nanos now) {
-  for (auto& [name, m] : members_) {
-    if (name == options_.name || !m.live) {
+  for (Member* m : order_) {
+    if (m == self_ || !m->live) {
       continue;
     }
-    if (!m.fd.available(now)) {
-      m.live = false;
-      m.dead_since = now;
+    if (!m->fd.available(now)) {
+      m->live = false;
+      m->dead_since = now;
       ++stats_.members_dead;
     }
   }
@@ -386,9 +426,9 @@ void GossipCore::collect(Nanos now) {
       ++it;
     }
   }
-  for (auto it = members_.begin(); it != members_.end();) {
-    Member& m = it->second;
-    if (it->first != options_.name && !m.live && now - m.dead_since >= options_.dead_gc) {
+  for (size_t i = 0; i < order_.size();) {
+    Member& m = *order_[i];
+    if (&m != self_ && !m.live && now - m.dead_since >= options_.dead_gc) {
       auto& g = gced_[m.name];
       g = std::max(g, m.generation);
       gc_order_.emplace_back(m.name, m.generation);
@@ -400,9 +440,13 @@ void GossipCore::collect(Nanos now) {
         }
       }
       ++stats_.members_gced;
-      it = members_.erase(it);
+      const std::string name = m.name;
+      index_.erase(name);
+      order_[i] = order_.back();
+      order_.pop_back();
+      members_.erase(name);
     } else {
-      ++it;
+      ++i;
     }
   }
 }
@@ -413,18 +457,22 @@ std::vector<Outgoing> GossipCore::tick(Nanos now) {
   detect(now);
   collect(now);
 
-  std::vector<const Member*> live;
-  std::vector<const Member*> dead;
-  for (const auto& [name, m] : members_) {
-    if (name == options_.name || !m.addr.known()) {
+  auto& live = live_scratch_;
+  auto& dead = dead_scratch_;
+  live.clear();
+  dead.clear();
+  for (const Member* m : order_) {
+    if (m == self_ || !m->addr.known()) {
       continue;
     }
-    (m.live ? live : dead).push_back(&m);
+    (m->live ? live : dead).push_back(m);
   }
-  std::shuffle(live.begin(), live.end(), rng_);
   std::vector<PeerAddr> targets;
-  for (size_t i = 0; i < live.size() && targets.size() < options_.fanout; ++i) {
-    targets.push_back(live[i]->addr);
+  if (options_.fanout > 0) {
+    visit_shuffled(live, rng_, [&](const Member* m) {
+      targets.push_back(m->addr);
+      return targets.size() < options_.fanout;
+    });
   }
   std::uniform_real_distribution<double> coin(0.0, 1.0);
   if (!dead.empty() && coin(rng_) < static_cast<double>(dead.size()) / static_cast<double>(live.size() + 1)) {
@@ -530,14 +578,13 @@ std::vector<MemberView> GossipCore::members(Nanos now) const {
 }
 
 bool GossipCore::has_version(const std::string& name, uint64_t generation, uint64_t version) const {
-  auto it = members_.find(name);
-  return it != members_.end() && it->second.live && it->second.generation == generation &&
-         it->second.max_version >= version;
+  const Member* m = find(name);
+  return m != nullptr && m->live && m->generation == generation && m->max_version >= version;
 }
 
 bool GossipCore::is_live(const std::string& name) const {
-  auto it = members_.find(name);
-  return it != members_.end() && it->second.live;
+  const Member* m = find(name);
+  return m != nullptr && m->live;
 }
 
 uint64_t GossipCore::max_version() const {

@@ -21,6 +21,8 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/clock.h"
@@ -139,8 +141,10 @@ class GossipCore {
     size_t retransmit_left = 0;  // fresh change: prefer it in digests this many times
   };
 
-  Member& self() { return members_.at(options_.name); }
-  const Member& self() const { return members_.at(options_.name); }
+  Member& self() { return *self_; }
+  const Member& self() const { return *self_; }
+  Member* find(std::string_view name) const;
+  Member* add_member(Member m);
   Member* learn(const std::string& name, uint64_t generation, Nanos now);
   void supersede(Member& m, uint64_t generation, Nanos now);
   void observe_heartbeat(Member& m, uint64_t heartbeat, Nanos now);
@@ -159,7 +163,16 @@ class GossipCore {
   void collect(Nanos now);
 
   CoreOptions options_;
+  // The members by name (sorted: members() lists them in name order), plus, for the hot paths at
+  // 1,000 members, a hash index on the same nodes and a flat list to iterate (map nodes are
+  // stable, so the pointers stay valid until the member is erased).
   std::map<std::string, Member> members_;
+  std::unordered_map<std::string_view, Member*> index_;
+  std::vector<Member*> order_;
+  Member* self_ = nullptr;
+  // Scratch buffers reused by make_digest and tick (no allocation per packet).
+  std::vector<Member*> stale_, fresh_, rest_;
+  std::vector<const Member*> live_scratch_, dead_scratch_;
   std::deque<std::pair<std::string, uint64_t>> gc_order_;
   std::map<std::string, uint64_t> gced_;  // name -> highest forgotten generation
   std::vector<PeerAddr> seeds_;
