@@ -45,18 +45,49 @@ GossipCore::GossipCore(CoreOptions options, Nanos now) : options_(std::move(opti
   self_ = add_member(std::move(m));
 }
 
-GossipCore::Member* GossipCore::find(std::string_view name) const {
-  auto it = index_.find(name);
-  return it == index_.end() ? nullptr : it->second;
+GossipCore::Member* GossipCore::find(std::string_view name) {
+  auto it = members_.find(name);
+  return it == members_.end() ? nullptr : &it->second;
+}
+
+const GossipCore::Member* GossipCore::find(std::string_view name) const {
+  auto it = members_.find(name);
+  return it == members_.end() ? nullptr : &it->second;
 }
 
 GossipCore::Member* GossipCore::add_member(Member m) {
   std::string key = m.name;
   auto it = members_.emplace(std::move(key), std::move(m)).first;
   Member* p = &it->second;
-  index_[it->first] = p;  // the map's key: stable while the member exists
   order_.push_back(p);
+  if (p->name != options_.name) {
+    auto& list = p->live ? live_ : dead_;
+    p->list_index = list.size();
+    list.push_back(p);
+  }
   return p;
+}
+
+void GossipCore::set_live(Member& m, bool live) {
+  if (m.live == live || &m == self_) {
+    m.live = live;
+    return;
+  }
+  auto& from = m.live ? live_ : dead_;
+  auto& to = live ? live_ : dead_;
+  from[m.list_index] = from.back();
+  from[m.list_index]->list_index = m.list_index;
+  from.pop_back();
+  m.list_index = to.size();
+  to.push_back(&m);
+  m.live = live;
+}
+
+void GossipCore::make_hot(Member& m) {
+  if (!m.hot && &m != self_) {
+    m.hot = true;
+    hot_.push_back(&m);
+  }
 }
 
 bool GossipCore::set(const std::string& key, const std::string& value, Nanos now) {
@@ -103,6 +134,7 @@ size_t GossipCore::retransmit_limit() const {
 
 void GossipCore::mark_fresh(Member& m) {
   m.retransmit_left = retransmit_limit();
+  make_hot(m);
 }
 
 GossipCore::Member* GossipCore::learn(const std::string& name, uint64_t generation, Nanos now) {
@@ -142,7 +174,7 @@ void GossipCore::supersede(Member& m, uint64_t generation, Nanos now) {
   m.kvs.clear();
   m.fd.reset();
   m.fd.heartbeat(now);
-  m.live = true;
+  set_live(m, true);
   m.retransmit_left = 0;
   ++stats_.superseded;
 }
@@ -153,7 +185,7 @@ void GossipCore::observe_heartbeat(Member& m, uint64_t heartbeat, Nanos now) {
   }
   m.heartbeat = heartbeat;
   if (!m.live) {
-    m.live = true;  // it was alive after we declared it dead
+    set_live(m, true);  // it was alive after we declared it dead
     m.fd.reset();
   }
   m.fd.heartbeat(now);
@@ -183,21 +215,22 @@ Digest GossipCore::make_digest(size_t budget) {
   Digest d;
   // Self first, then members we know to be behind on (pull), then fresh changes (push), then a
   // random sample of the rest.
+  ++mark_epoch_;
+  self_->mark = mark_epoch_;
   stale_.clear();
   fresh_.clear();
-  rest_.clear();
-  size_t live = 0;
-  for (Member* m : order_) {
-    if (m == self_ || !m->live) {
+  for (size_t i = hot_.size(); i-- > 0;) {
+    Member* m = hot_[i];
+    const bool stale = m->seen_max_version > m->max_version;
+    if (!stale && m->retransmit_left == 0) {
+      m->hot = false;
+      hot_[i] = hot_.back();
+      hot_.pop_back();
       continue;
     }
-    ++live;
-    if (m->seen_max_version > m->max_version) {
-      stale_.push_back(m);
-    } else if (m->retransmit_left > 0) {
-      fresh_.push_back(m);
-    } else {
-      rest_.push_back(m);
+    if (m->live) {
+      m->mark = mark_epoch_;
+      (stale ? stale_ : fresh_).push_back(m);
     }
   }
   size_t used = kDigestOverhead;
@@ -220,13 +253,24 @@ Digest GossipCore::make_digest(size_t budget) {
     return used + kMinDigestEntry > budget || misfits >= kMaxDigestMisfits || d.entries.size() >= 65535;
   };
   add(self());
-  for (auto* list : {&stale_, &fresh_, &rest_}) {
+  for (auto* list : {&stale_, &fresh_}) {
     visit_shuffled(*list, rng_, [&](Member* m) {
       add(*m);
       return !full();
     });
   }
-  d.complete = d.entries.size() == live + 1;
+  // The rest: a copy of the live list, visited in random order; members already listed (hot
+  // ones) are skipped without a draw counting against the budget.
+  if (!full()) {
+    rest_.assign(live_.begin(), live_.end());
+    visit_shuffled(rest_, rng_, [&](Member* m) {
+      if (m->mark != mark_epoch_) {
+        add(*m);
+      }
+      return !full();
+    });
+  }
+  d.complete = d.entries.size() == live_.size() + 1;
   if (!d.complete) {
     ++stats_.digests_sampled;
   }
@@ -247,6 +291,9 @@ void GossipCore::apply_digest(const Digest& d, Nanos now) {
     }
     observe_heartbeat(*m, e.heartbeat, now);
     m->seen_max_version = std::max(m->seen_max_version, e.max_version);
+    if (m->seen_max_version > m->max_version) {
+      make_hot(*m);
+    }
   }
 }
 
@@ -399,17 +446,19 @@ void GossipCore::apply_delta(const std::vector<NodeDelta>& delta, Nanos now) {
       mark_fresh(*m);
     }
     m->seen_max_version = std::max(m->seen_max_version, nd.max_version);
+    if (m->seen_max_version > m->max_version) {
+      make_hot(*m);
+    }
     observe_heartbeat(*m, nd.heartbeat, now);
   }
 }
 
 void GossipCore::detect(Nanos now) {
-  for (Member* m : order_) {
-    if (m == self_ || !m->live) {
-      continue;
-    }
+  // Backwards: set_live moves the last live member into the slot of the one leaving.
+  for (size_t i = live_.size(); i-- > 0;) {
+    Member* m = live_[i];
     if (!m->fd.available(now)) {
-      m->live = false;
+      set_live(*m, false);
       m->dead_since = now;
       ++stats_.members_dead;
     }
@@ -426,9 +475,9 @@ void GossipCore::collect(Nanos now) {
       ++it;
     }
   }
-  for (size_t i = 0; i < order_.size();) {
-    Member& m = *order_[i];
-    if (&m != self_ && !m.live && now - m.dead_since >= options_.dead_gc) {
+  for (size_t i = dead_.size(); i-- > 0;) {
+    Member& m = *dead_[i];
+    if (now - m.dead_since >= options_.dead_gc) {
       auto& g = gced_[m.name];
       g = std::max(g, m.generation);
       gc_order_.emplace_back(m.name, m.generation);
@@ -441,12 +490,14 @@ void GossipCore::collect(Nanos now) {
       }
       ++stats_.members_gced;
       const std::string name = m.name;
-      index_.erase(name);
-      order_[i] = order_.back();
-      order_.pop_back();
+      std::erase(order_, &m);
+      if (m.hot) {
+        std::erase(hot_, &m);
+      }
+      dead_[i] = dead_.back();
+      dead_[i]->list_index = i;
+      dead_.pop_back();
       members_.erase(name);
-    } else {
-      ++i;
     }
   }
 }
@@ -457,31 +508,30 @@ std::vector<Outgoing> GossipCore::tick(Nanos now) {
   detect(now);
   collect(now);
 
-  auto& live = live_scratch_;
-  auto& dead = dead_scratch_;
-  live.clear();
-  dead.clear();
-  for (const Member* m : order_) {
-    if (m == self_ || !m->addr.known()) {
-      continue;
-    }
-    (m->live ? live : dead).push_back(m);
-  }
+  // `fanout` random live peers with a known address (a copy of the live list, visited in random
+  // order until enough are found).
   std::vector<PeerAddr> targets;
   if (options_.fanout > 0) {
-    visit_shuffled(live, rng_, [&](const Member* m) {
-      targets.push_back(m->addr);
+    rest_.assign(live_.begin(), live_.end());
+    visit_shuffled(rest_, rng_, [&](const Member* m) {
+      if (m->addr.known()) {
+        targets.push_back(m->addr);
+      }
       return targets.size() < options_.fanout;
     });
   }
+  const bool no_live_peer = targets.empty();
+  const double live = static_cast<double>(live_.size());
   std::uniform_real_distribution<double> coin(0.0, 1.0);
-  if (!dead.empty() && coin(rng_) < static_cast<double>(dead.size()) / static_cast<double>(live.size() + 1)) {
-    targets.push_back(dead[std::uniform_int_distribution<size_t>(0, dead.size() - 1)(rng_)]->addr);
+  if (!dead_.empty() && coin(rng_) < static_cast<double>(dead_.size()) / (live + 1)) {
+    const Member* d = dead_[std::uniform_int_distribution<size_t>(0, dead_.size() - 1)(rng_)];
+    if (d->addr.known()) {
+      targets.push_back(d->addr);
+    }
   }
   // A seed when we know no live peer, or now and then (as often as seeds are rare among the live)
   // so that partitions heal through them.
-  if (!seeds_.empty() && (live.empty() || coin(rng_) < static_cast<double>(seeds_.size()) /
-                                                           static_cast<double>(live.size() + 1))) {
+  if (!seeds_.empty() && (no_live_peer || coin(rng_) < static_cast<double>(seeds_.size()) / (live + 1))) {
     const PeerAddr& s = seeds_[std::uniform_int_distribution<size_t>(0, seeds_.size() - 1)(rng_)];
     if (std::find(targets.begin(), targets.end(), s) == targets.end() && s != options_.advertise) {
       targets.push_back(s);
@@ -557,7 +607,14 @@ std::vector<Outgoing> GossipCore::receive(std::span<const uint8_t> bytes, const 
 std::vector<MemberView> GossipCore::members(Nanos now) const {
   std::vector<MemberView> out;
   out.reserve(members_.size());
-  for (const auto& [name, m] : members_) {
+  std::vector<const std::pair<const std::string, Member>*> sorted;
+  sorted.reserve(members_.size());
+  for (const auto& entry : members_) {
+    sorted.push_back(&entry);
+  }
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  for (const auto* entry : sorted) {
+    const auto& [name, m] = *entry;
     MemberView v;
     v.name = name;
     v.generation = m.generation;
