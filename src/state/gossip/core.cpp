@@ -3,8 +3,31 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <unordered_set>
 
 namespace cgn::gossip {
+
+namespace {
+
+// Visits the elements of `v` in uniformly random order (Fisher-Yates drawn one step at a time)
+// until `visit` returns false: picking k of N costs k draws, not N.
+template <class T, class Rng, class F>
+void visit_shuffled(std::vector<T>& v, Rng& rng, F visit) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::swap(v[i], v[std::uniform_int_distribution<size_t>(i, v.size() - 1)(rng)]);
+    if (!visit(v[i])) {
+      return;
+    }
+  }
+}
+
+// The smallest digest entry: a 1-byte name, the generation, three 1-byte varints.
+constexpr size_t kMinDigestEntry = 1 + 1 + 8 + 3;
+// A sampled digest stops after this many members in a row did not fit (names differ in length,
+// so a later one might, but the datagram is full for practical purposes).
+constexpr size_t kMaxDigestMisfits = 8;
+
+}  // namespace
 
 GossipCore::GossipCore(CoreOptions options, Nanos now) : options_(std::move(options)) {
   const uint64_t seed = options_.seed != 0 ? options_.seed
@@ -19,7 +42,52 @@ GossipCore::GossipCore(CoreOptions options, Nanos now) : options_(std::move(opti
   m.heartbeat = 1;
   m.fd = PhiDetector(options_.phi);
   m.fd.heartbeat(now);
-  members_.emplace(options_.name, std::move(m));
+  self_ = add_member(std::move(m));
+}
+
+GossipCore::Member* GossipCore::find(std::string_view name) {
+  auto it = members_.find(name);
+  return it == members_.end() ? nullptr : &it->second;
+}
+
+const GossipCore::Member* GossipCore::find(std::string_view name) const {
+  auto it = members_.find(name);
+  return it == members_.end() ? nullptr : &it->second;
+}
+
+GossipCore::Member* GossipCore::add_member(Member m) {
+  std::string key = m.name;
+  auto it = members_.emplace(std::move(key), std::move(m)).first;
+  Member* p = &it->second;
+  order_.push_back(p);
+  if (p->name != options_.name) {
+    auto& list = p->live ? live_ : dead_;
+    p->list_index = list.size();
+    list.push_back(p);
+  }
+  return p;
+}
+
+void GossipCore::set_live(Member& m, bool live) {
+  if (m.live == live || &m == self_) {
+    m.live = live;
+    return;
+  }
+  auto& from = m.live ? live_ : dead_;
+  auto& to = live ? live_ : dead_;
+  from[m.list_index] = from.back();
+  from[m.list_index]->list_index = m.list_index;
+  from.pop_back();
+  m.list_index = to.size();
+  to.push_back(&m);
+  m.live = live;
+}
+
+void GossipCore::make_hot(Member& m) {
+  if (!m.hot && &m != self_) {
+    m.hot = true;
+    hot_.push_back(&m);
+  }
 }
 
 bool GossipCore::set(const std::string& key, const std::string& value, Nanos now) {
@@ -66,6 +134,7 @@ size_t GossipCore::retransmit_limit() const {
 
 void GossipCore::mark_fresh(Member& m) {
   m.retransmit_left = retransmit_limit();
+  make_hot(m);
 }
 
 GossipCore::Member* GossipCore::learn(const std::string& name, uint64_t generation, Nanos now) {
@@ -75,15 +144,14 @@ GossipCore::Member* GossipCore::learn(const std::string& name, uint64_t generati
   if (auto g = gced_.find(name); g != gced_.end() && g->second >= generation) {
     return nullptr;
   }
-  auto it = members_.find(name);
-  if (it != members_.end()) {
-    if (generation < it->second.generation) {
+  if (Member* known = find(name); known != nullptr) {
+    if (generation < known->generation) {
       return nullptr;
     }
-    if (generation > it->second.generation) {
-      supersede(it->second, generation, now);
+    if (generation > known->generation) {
+      supersede(*known, generation, now);
     }
-    return &it->second;
+    return known;
   }
   if (members_.size() >= options_.max_members) {
     return nullptr;
@@ -93,7 +161,7 @@ GossipCore::Member* GossipCore::learn(const std::string& name, uint64_t generati
   m.generation = generation;
   m.fd = PhiDetector(options_.phi);
   m.fd.heartbeat(now);
-  return &members_.emplace(name, std::move(m)).first->second;
+  return add_member(std::move(m));
 }
 
 void GossipCore::supersede(Member& m, uint64_t generation, Nanos now) {
@@ -106,7 +174,7 @@ void GossipCore::supersede(Member& m, uint64_t generation, Nanos now) {
   m.kvs.clear();
   m.fd.reset();
   m.fd.heartbeat(now);
-  m.live = true;
+  set_live(m, true);
   m.retransmit_left = 0;
   ++stats_.superseded;
 }
@@ -117,7 +185,7 @@ void GossipCore::observe_heartbeat(Member& m, uint64_t heartbeat, Nanos now) {
   }
   m.heartbeat = heartbeat;
   if (!m.live) {
-    m.live = true;  // it was alive after we declared it dead
+    set_live(m, true);  // it was alive after we declared it dead
     m.fd.reset();
   }
   m.fd.heartbeat(now);
@@ -147,47 +215,62 @@ Digest GossipCore::make_digest(size_t budget) {
   Digest d;
   // Self first, then members we know to be behind on (pull), then fresh changes (push), then a
   // random sample of the rest.
-  std::vector<Member*> stale;
-  std::vector<Member*> fresh;
-  std::vector<Member*> rest;
-  size_t live = 0;
-  for (auto& [name, m] : members_) {
-    if (name == options_.name || !m.live) {
+  ++mark_epoch_;
+  self_->mark = mark_epoch_;
+  stale_.clear();
+  fresh_.clear();
+  for (size_t i = hot_.size(); i-- > 0;) {
+    Member* m = hot_[i];
+    const bool stale = m->seen_max_version > m->max_version;
+    if (!stale && m->retransmit_left == 0) {
+      m->hot = false;
+      hot_[i] = hot_.back();
+      hot_.pop_back();
       continue;
     }
-    ++live;
-    if (m.seen_max_version > m.max_version) {
-      stale.push_back(&m);
-    } else if (m.retransmit_left > 0) {
-      fresh.push_back(&m);
-    } else {
-      rest.push_back(&m);
+    if (m->live) {
+      m->mark = mark_epoch_;
+      (stale ? stale_ : fresh_).push_back(m);
     }
   }
-  std::shuffle(stale.begin(), stale.end(), rng_);
-  std::shuffle(fresh.begin(), fresh.end(), rng_);
-  std::shuffle(rest.begin(), rest.end(), rng_);
   size_t used = kDigestOverhead;
+  size_t misfits = 0;
   auto add = [&](Member& m) {
     DigestEntry e{m.name, m.generation, m.heartbeat, m.max_version, m.last_gc_version};
     const size_t n = digest_entry_size(e);
     if (used + n > budget || d.entries.size() >= 65535) {
-      return false;
+      ++misfits;
+      return;
     }
+    misfits = 0;
     used += n;
     d.entries.push_back(std::move(e));
     if (m.retransmit_left > 0) {
       --m.retransmit_left;
     }
-    return true;
+  };
+  auto full = [&] {
+    return used + kMinDigestEntry > budget || misfits >= kMaxDigestMisfits || d.entries.size() >= 65535;
   };
   add(self());
-  for (auto* list : {&stale, &fresh, &rest}) {
-    for (Member* m : *list) {
+  for (auto* list : {&stale_, &fresh_}) {
+    visit_shuffled(*list, rng_, [&](Member* m) {
       add(*m);
-    }
+      return !full();
+    });
   }
-  d.complete = d.entries.size() == live + 1;
+  // The rest: a copy of the live list, visited in random order; members already listed (hot
+  // ones) are skipped without a draw counting against the budget.
+  if (!full()) {
+    rest_.assign(live_.begin(), live_.end());
+    visit_shuffled(rest_, rng_, [&](Member* m) {
+      if (m->mark != mark_epoch_) {
+        add(*m);
+      }
+      return !full();
+    });
+  }
+  d.complete = d.entries.size() == live_.size() + 1;
   if (!d.complete) {
     ++stats_.digests_sampled;
   }
@@ -208,6 +291,9 @@ void GossipCore::apply_digest(const Digest& d, Nanos now) {
     }
     observe_heartbeat(*m, e.heartbeat, now);
     m->seen_max_version = std::max(m->seen_max_version, e.max_version);
+    if (m->seen_max_version > m->max_version) {
+      make_hot(*m);
+    }
   }
 }
 
@@ -218,14 +304,12 @@ std::vector<NodeDelta> GossipCore::make_delta(const Digest& peer, size_t budget)
     bool reset;
   };
   std::vector<Candidate> cands;
-  std::map<std::string_view, bool> listed;
   for (const auto& e : peer.entries) {
-    listed[e.name] = true;
-    auto it = members_.find(e.name);
-    if (it == members_.end()) {
+    Member* found = find(e.name);
+    if (found == nullptr) {
       continue;
     }
-    Member& m = it->second;
+    Member& m = *found;
     const bool is_self = e.name == options_.name;
     if ((!m.live && !is_self) || m.generation < e.generation) {
       continue;
@@ -239,10 +323,13 @@ std::vector<NodeDelta> GossipCore::make_delta(const Digest& peer, size_t budget)
     }
   }
   if (peer.complete) {
-    for (auto& [name, m] : members_) {
-      if (!listed.contains(name) && (m.live || name == options_.name) &&
-          (m.max_version > 0 || m.addr.known())) {
-        cands.push_back({&m, 0, false});
+    std::unordered_set<std::string_view> listed;
+    for (const auto& e : peer.entries) {
+      listed.insert(e.name);
+    }
+    for (Member* m : order_) {
+      if (!listed.contains(m->name) && (m->live || m == self_) && (m->max_version > 0 || m->addr.known())) {
+        cands.push_back({m, 0, false});
       }
     }
   }
@@ -359,18 +446,20 @@ void GossipCore::apply_delta(const std::vector<NodeDelta>& delta, Nanos now) {
       mark_fresh(*m);
     }
     m->seen_max_version = std::max(m->seen_max_version, nd.max_version);
+    if (m->seen_max_version > m->max_version) {
+      make_hot(*m);
+    }
     observe_heartbeat(*m, nd.heartbeat, now);
   }
 }
 
 void GossipCore::detect(Nanos now) {
-  for (auto& [name, m] : members_) {
-    if (name == options_.name || !m.live) {
-      continue;
-    }
-    if (!m.fd.available(now)) {
-      m.live = false;
-      m.dead_since = now;
+  // Backwards: set_live moves the last live member into the slot of the one leaving.
+  for (size_t i = live_.size(); i-- > 0;) {
+    Member* m = live_[i];
+    if (!m->fd.available(now)) {
+      set_live(*m, false);
+      m->dead_since = now;
       ++stats_.members_dead;
     }
   }
@@ -386,9 +475,9 @@ void GossipCore::collect(Nanos now) {
       ++it;
     }
   }
-  for (auto it = members_.begin(); it != members_.end();) {
-    Member& m = it->second;
-    if (it->first != options_.name && !m.live && now - m.dead_since >= options_.dead_gc) {
+  for (size_t i = dead_.size(); i-- > 0;) {
+    Member& m = *dead_[i];
+    if (now - m.dead_since >= options_.dead_gc) {
       auto& g = gced_[m.name];
       g = std::max(g, m.generation);
       gc_order_.emplace_back(m.name, m.generation);
@@ -400,9 +489,15 @@ void GossipCore::collect(Nanos now) {
         }
       }
       ++stats_.members_gced;
-      it = members_.erase(it);
-    } else {
-      ++it;
+      const std::string name = m.name;
+      std::erase(order_, &m);
+      if (m.hot) {
+        std::erase(hot_, &m);
+      }
+      dead_[i] = dead_.back();
+      dead_[i]->list_index = i;
+      dead_.pop_back();
+      members_.erase(name);
     }
   }
 }
@@ -413,27 +508,30 @@ std::vector<Outgoing> GossipCore::tick(Nanos now) {
   detect(now);
   collect(now);
 
-  std::vector<const Member*> live;
-  std::vector<const Member*> dead;
-  for (const auto& [name, m] : members_) {
-    if (name == options_.name || !m.addr.known()) {
-      continue;
-    }
-    (m.live ? live : dead).push_back(&m);
-  }
-  std::shuffle(live.begin(), live.end(), rng_);
+  // `fanout` random live peers with a known address (a copy of the live list, visited in random
+  // order until enough are found).
   std::vector<PeerAddr> targets;
-  for (size_t i = 0; i < live.size() && targets.size() < options_.fanout; ++i) {
-    targets.push_back(live[i]->addr);
+  if (options_.fanout > 0) {
+    rest_.assign(live_.begin(), live_.end());
+    visit_shuffled(rest_, rng_, [&](const Member* m) {
+      if (m->addr.known()) {
+        targets.push_back(m->addr);
+      }
+      return targets.size() < options_.fanout;
+    });
   }
+  const bool no_live_peer = targets.empty();
+  const double live = static_cast<double>(live_.size());
   std::uniform_real_distribution<double> coin(0.0, 1.0);
-  if (!dead.empty() && coin(rng_) < static_cast<double>(dead.size()) / static_cast<double>(live.size() + 1)) {
-    targets.push_back(dead[std::uniform_int_distribution<size_t>(0, dead.size() - 1)(rng_)]->addr);
+  if (!dead_.empty() && coin(rng_) < static_cast<double>(dead_.size()) / (live + 1)) {
+    const Member* d = dead_[std::uniform_int_distribution<size_t>(0, dead_.size() - 1)(rng_)];
+    if (d->addr.known()) {
+      targets.push_back(d->addr);
+    }
   }
   // A seed when we know no live peer, or now and then (as often as seeds are rare among the live)
   // so that partitions heal through them.
-  if (!seeds_.empty() && (live.empty() || coin(rng_) < static_cast<double>(seeds_.size()) /
-                                                           static_cast<double>(live.size() + 1))) {
+  if (!seeds_.empty() && (no_live_peer || coin(rng_) < static_cast<double>(seeds_.size()) / (live + 1))) {
     const PeerAddr& s = seeds_[std::uniform_int_distribution<size_t>(0, seeds_.size() - 1)(rng_)];
     if (std::find(targets.begin(), targets.end(), s) == targets.end() && s != options_.advertise) {
       targets.push_back(s);
@@ -509,7 +607,14 @@ std::vector<Outgoing> GossipCore::receive(std::span<const uint8_t> bytes, const 
 std::vector<MemberView> GossipCore::members(Nanos now) const {
   std::vector<MemberView> out;
   out.reserve(members_.size());
-  for (const auto& [name, m] : members_) {
+  std::vector<const std::pair<const std::string, Member>*> sorted;
+  sorted.reserve(members_.size());
+  for (const auto& entry : members_) {
+    sorted.push_back(&entry);
+  }
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  for (const auto* entry : sorted) {
+    const auto& [name, m] = *entry;
     MemberView v;
     v.name = name;
     v.generation = m.generation;
@@ -530,14 +635,13 @@ std::vector<MemberView> GossipCore::members(Nanos now) const {
 }
 
 bool GossipCore::has_version(const std::string& name, uint64_t generation, uint64_t version) const {
-  auto it = members_.find(name);
-  return it != members_.end() && it->second.live && it->second.generation == generation &&
-         it->second.max_version >= version;
+  const Member* m = find(name);
+  return m != nullptr && m->live && m->generation == generation && m->max_version >= version;
 }
 
 bool GossipCore::is_live(const std::string& name) const {
-  auto it = members_.find(name);
-  return it != members_.end() && it->second.live;
+  const Member* m = find(name);
+  return m != nullptr && m->live;
 }
 
 uint64_t GossipCore::max_version() const {

@@ -21,6 +21,8 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/clock.h"
@@ -137,10 +139,18 @@ class GossipCore {
     bool live = true;
     Nanos dead_since = 0;
     size_t retransmit_left = 0;  // fresh change: prefer it in digests this many times
+    size_t list_index = 0;       // position in live_ or dead_
+    bool hot = false;            // in hot_ (stale or fresh: listed first in digests)
+    uint64_t mark = 0;           // == mark_epoch_: already in the digest being built
   };
 
-  Member& self() { return members_.at(options_.name); }
-  const Member& self() const { return members_.at(options_.name); }
+  Member& self() { return *self_; }
+  const Member& self() const { return *self_; }
+  Member* find(std::string_view name);
+  const Member* find(std::string_view name) const;
+  Member* add_member(Member m);
+  void set_live(Member& m, bool live);
+  void make_hot(Member& m);
   Member* learn(const std::string& name, uint64_t generation, Nanos now);
   void supersede(Member& m, uint64_t generation, Nanos now);
   void observe_heartbeat(Member& m, uint64_t heartbeat, Nanos now);
@@ -159,7 +169,23 @@ class GossipCore {
   void collect(Nanos now);
 
   CoreOptions options_;
-  std::map<std::string, Member> members_;
+  // The members by name: a hash map (members() sorts its view by name), its nodes stable, so the
+  // pointers in order_, live_, dead_ and hot_ stay valid until the member is erased. order_ lists
+  // them all, for the rare passes over every member.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, Member, NameHash, std::equal_to<>> members_;
+  std::vector<Member*> order_;
+  // Every member but ourselves is in exactly one of live_ and dead_ (list_index is its place);
+  // hot_ holds members that may be stale or fresh (make_digest prunes it). With these a digest
+  // or a round touches the members it picks, not all of them.
+  std::vector<Member*> live_, dead_, hot_;
+  uint64_t mark_epoch_ = 0;
+  Member* self_ = nullptr;
+  // Scratch buffers reused by make_digest and tick (no allocation per packet).
+  std::vector<Member*> stale_, fresh_, rest_;
   std::deque<std::pair<std::string, uint64_t>> gc_order_;
   std::map<std::string, uint64_t> gced_;  // name -> highest forgotten generation
   std::vector<PeerAddr> seeds_;

@@ -180,6 +180,12 @@ struct SizeResult {
   double wall_s = 0;
 };
 
+// One line on stderr per measurement, so a long run (1,000 members) shows where it is.
+void progress(size_t n, const char* what, double sim_s, std::chrono::steady_clock::time_point wall0) {
+  std::fprintf(stderr, "  n=%zu %s %.2f s (wall %.0f s)\n", n, what, sim_s,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
+}
+
 SizeResult run(size_t n) {
   const auto wall0 = std::chrono::steady_clock::now();
   SizeResult r;
@@ -203,6 +209,7 @@ SizeResult run(size_t n) {
       },
       300 * kNanosPerSecond);
   r.join_s = nanos_to_seconds(join);
+  progress(n, "join", r.join_s, wall0);
 
   // Idle traffic: nothing changes but heartbeats.
   {
@@ -242,6 +249,7 @@ SizeResult run(size_t n) {
     const uint64_t v = sim.cores[who]->max_version();
     const Nanos t = sim.run_until([&] { return sim.all_have(who, v); }, 60 * kNanosPerSecond, churn);
     conv.push_back(t < 0 ? 1e9 : nanos_to_seconds(t));
+    progress(n, "converge", conv.back(), wall0);
   }
   r.converge_med_s = median(conv);
   r.converge_max_s = *std::max_element(conv.begin(), conv.end());
@@ -251,6 +259,7 @@ SizeResult run(size_t n) {
     sim.down[who] = true;
     const Nanos t = sim.run_until([&] { return sim.all_see_dead(who); }, 60 * kNanosPerSecond, churn);
     det.push_back(t < 0 ? 1e9 : nanos_to_seconds(t));
+    progress(n, "detect", det.back(), wall0);
   }
   r.detect_med_s = median(det);
   r.detect_max_s = *std::max_element(det.begin(), det.end());

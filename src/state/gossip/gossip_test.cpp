@@ -420,6 +420,15 @@ TEST(GossipConfigWarnings, etcd_only_settings_are_named) {
   ASSERT_EQ(w.size(), 1u);
   EXPECT_NE(w[0].find("cordon"), std::string::npos);
   EXPECT_NE(w[0].find("hot reload"), std::string::npos);
+  cfg.agent.publish_interval_ms = 100;
+  w = etcd_only_features(cfg);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_NE(w[0].find("live KV prefixes"), std::string::npos);
+  cfg = config::CognitoraConfig{};
+  cfg.agent.max_published_prefixes = 10;
+  w = etcd_only_features(cfg);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("live KV prefixes"), std::string::npos);
 }
 
 }  // namespace

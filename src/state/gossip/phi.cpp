@@ -64,6 +64,18 @@ double PhiDetector::phi(Nanos now) const {
   return phi_normal(elapsed, mean, sd);
 }
 
+bool PhiDetector::available(Nanos now) const {
+  // phi grows with the silence and is log10(2) at the (paused) mean: no need to evaluate it
+  // before then (the detector runs for every member every round).
+  constexpr double kPhiAtMean = 0.30103;
+  if (last_ < 0 ||
+      (options_.threshold > kPhiAtMean &&
+       static_cast<double>(now - last_) <= mean_ns() + static_cast<double>(options_.acceptable_pause))) {
+    return true;
+  }
+  return phi(now) < options_.threshold;
+}
+
 void PhiDetector::reset() {
   intervals_.clear();
   sum_ = 0;

@@ -31,7 +31,7 @@ class PhiDetector {
   void heartbeat(Nanos now);
   // phi at `now`; 0 before the first heartbeat.
   double phi(Nanos now) const;
-  bool available(Nanos now) const { return phi(now) < options_.threshold; }
+  bool available(Nanos now) const;
   // Forget every sample (a member declared dead starts afresh when it returns).
   void reset();
 
