@@ -1,5 +1,7 @@
 // cgn-bench: benchmark tools. `cgn-bench sim` is the deterministic cluster simulator
 // (docs/benchmarks.md). Thin main: flags in, bench_harness library does the work.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -145,7 +147,13 @@ int main(int argc, char** argv) {
          "). Not the benchmark.**\n\n" + md;
   }
   std::cout << md;
-  std::fprintf(stderr, "cgn-bench: %zu runs in %.1f s wall\n", so.levels.size() * so.policies.size(), wall);
+  // CPU time (user + sys, every thread) next to wall: on a shared host only the former is stable.
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                     static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+  std::fprintf(stderr, "cgn-bench: %zu runs in %.1f s wall, %.1f s cpu\n",
+               so.levels.size() * so.policies.size(), wall, cpu);
   if (!out_md.empty()) {
     std::ofstream(out_md) << md;
   }
