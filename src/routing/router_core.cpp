@@ -109,7 +109,9 @@ double RoutingCore::load_of(const Slot& s) const {
 }
 
 double RoutingCore::spread_load_of(const Slot& s) const {
-  if (policy_.guard.spread_counts_running) {
+  // Only the kv score charges decoding requests (running_seconds); for the policies that ignore
+  // load (round_robin, random, session) the spread rule is the only thing that balances decodes.
+  if (policy_.guard.spread_counts_running || policy_.kind != PolicyKind::kKv) {
     return load_of(s);
   }
   // Requests before their first token: the engine's queue, or this router's dispatches still in

@@ -472,6 +472,19 @@ TEST(LoadGuard, SpreadCountsRunningOnlyWhenAsked) {
     EXPECT_EQ(res->ranked[0].node == cached, !counts_running) << counts_running;
     EXPECT_EQ(res->guarded_out, counts_running ? 1u : 0u) << counts_running;
   }
+  // Policies that ignore load keep the spread rule on load: it is what balances their decodes.
+  for (const PolicyKind kind : {PolicyKind::kRoundRobin, PolicyKind::kRandom}) {
+    RoutingPolicy p;
+    p.kind = kind;
+    Fleet f(p);
+    const NodeIndex busy = f.add("busy", {.running = 30});
+    f.add("b");
+    auto res = f.core.decide(request_for(digests(13, 8)));
+    ASSERT_TRUE(res.ok());
+    ASSERT_EQ(res->ranked.size(), 1u) << to_string(kind);
+    EXPECT_NE(res->ranked[0].node, busy) << to_string(kind);
+    EXPECT_EQ(res->guarded_out, 1u) << to_string(kind);
+  }
 }
 
 TEST(LoadGuard, HardFiltersSkipOverloadedCachedNode) {
