@@ -7,7 +7,9 @@
 # comparison is included from bench/results/<date>/proxy.md when present (scripts/bench-proxy.sh).
 #
 #   scripts/bench-report.sh [BUILD_DIR]
-# Overrides: BENCH_DATE=YYYY-MM-DD, JOBS=n; for a reduced run (the report says so in its first
+# The live-vs-sim check (scripts/bench-live.sh, small preset, real processes on loopback) runs
+# last, alone; LIVE=0 skips it.
+# Overrides: BENCH_DATE=YYYY-MM-DD, JOBS=n, LIVE=0; for a reduced run (the report says so in its first
 # lines) LEVELS="0.85" and LIMIT=N (only the first N requests of each workload).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +20,7 @@ JOBS=${JOBS:-$(nproc)}
 LEVELS=${LEVELS:-0.5 0.85 1.0}
 read -r -a level_args <<<"$LEVELS"
 LIMIT=${LIMIT:-0}
+LIVE=${LIVE:-1}  # 0: skip the live run (an existing bench/results/<date>/report-live-vs-sim.md is included, marked)
 
 if ! command -v gnuplot >/dev/null 2>&1; then
   echo "bench-report: gnuplot is missing; run scripts/bootstrap.sh --bench" >&2
@@ -26,23 +29,34 @@ fi
 
 start=$(date +%s)
 echo "bench-report: building cgn-bench, bench_core, bench_routing in $BUILD_DIR"
-cmake --build "$BUILD_DIR" -j "$JOBS" --target cgn-bench bench_core bench_routing >/dev/null
+targets=(cgn-bench bench_core bench_routing)
+if [[ $LIVE != 0 ]]; then
+  targets+=(cgn-engine-sim cgn-router)
+fi
+cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" >/dev/null
 BIN=$BUILD_DIR/bin/cgn-bench
 mkdir -p "$OUT/plots"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+TIMEFORMAT='%R %U %S'  # bash `time`: wall, user, sys seconds
+build_s=$(($(date +%s) - start))
 
-echo "bench-report: Mooncake conversation trace, 16 nodes, 5 policies at levels $LEVELS (with hit attribution)"
+# The two sweeps run at the same time (each with -j JOBS): neither leaves a core idle while the
+# other's last runs finish. Their numbers do not depend on it (virtual time).
+echo "bench-report: Mooncake conversation trace (16 nodes) and llm-d shape (8 nodes), 5 policies at levels $LEVELS"
 t=$(date +%s)
-"$BIN" sim -w conversation -j "$JOBS" --levels "${level_args[@]}" --limit "$LIMIT" --diagnose --md "$tmp/conversation.md" \
-  --json "$OUT/sim-conversation.json" --plot-data "$OUT/plots/conversation" >/dev/null
-conv_s=$(($(date +%s) - t))
-
-echo "bench-report: synthetic shared-prefix, llm-d shape, 8 nodes, 5 policies at levels $LEVELS"
-t=$(date +%s)
-"$BIN" sim -w llmd -j "$JOBS" --levels "${level_args[@]}" --limit "$LIMIT" --md "$tmp/llmd.md" --json "$OUT/sim-llmd.json" \
-  --plot-data "$OUT/plots/llmd" >/dev/null
-llmd_s=$(($(date +%s) - t))
+{ time "$BIN" sim -w conversation -j "$JOBS" --levels "${level_args[@]}" --limit "$LIMIT" --diagnose \
+  --md "$tmp/conversation.md" --json "$OUT/sim-conversation.json" --plot-data "$OUT/plots/conversation" \
+  >/dev/null 2>"$tmp/conversation.err"; } 2>"$tmp/conversation.time" &
+conv_pid=$!
+{ time "$BIN" sim -w llmd -j "$JOBS" --levels "${level_args[@]}" --limit "$LIMIT" --md "$tmp/llmd.md" \
+  --json "$OUT/sim-llmd.json" --plot-data "$OUT/plots/llmd" >/dev/null 2>"$tmp/llmd.err"; } 2>"$tmp/llmd.time" &
+llmd_pid=$!
+wait "$conv_pid" || { cat "$tmp/conversation.err" >&2; exit 1; }
+wait "$llmd_pid" || { cat "$tmp/llmd.err" >&2; exit 1; }
+sims_s=$(($(date +%s) - t))
+read -r conv_wall conv_user conv_sys <"$tmp/conversation.time"
+read -r llmd_wall llmd_user llmd_sys <"$tmp/llmd.time"
 
 echo "bench-report: plots"
 gnuplot -e "prefix='$OUT/plots/conversation'; out='$OUT/plots/conversation.svg'; \
@@ -51,10 +65,26 @@ gnuplot -e "prefix='$OUT/plots/llmd'; out='$OUT/plots/llmd.svg'; \
 title='Shared prefix, llm-d shape (150 tenants x 6000-token prompts), 8 simulated nodes'" bench/plots.gp
 
 echo "bench-report: micro-benchmarks"
-"$BUILD_DIR/bench/bench_core" --benchmark_filter='BM_Blake3Raw/16384|BM_PrefixDigests/16384|BM_PrefixDigests/131072' \
-  --benchmark_min_time=0.2 >"$tmp/digest.txt" 2>&1
-"$BUILD_DIR/bench/bench_routing" >"$tmp/routing.txt" 2>&1
+{ time {
+  "$BUILD_DIR/bench/bench_core" --benchmark_filter='BM_Blake3Raw/16384|BM_PrefixDigests/16384|BM_PrefixDigests/131072' \
+    --benchmark_min_time=0.2 >"$tmp/digest.txt" 2>&1
+  "$BUILD_DIR/bench/bench_routing" >"$tmp/routing.txt" 2>&1
+}; } 2>"$tmp/micro.time"
+read -r micro_wall micro_user micro_sys <"$tmp/micro.time"
 
+# Live against simulated (scripts/bench-live.sh, small preset at engine time scale 1, ~35 s on an
+# idle host): alone, after the sweeps, because a starved host delays live TTFTs.
+live_note=""
+live_wall=0 live_user=0 live_sys=0
+if [[ $LIVE != 0 ]]; then
+  echo "bench-report: live against simulated (scripts/bench-live.sh, small preset)"
+  if { time BIN="$BUILD_DIR/bin" OUT="$OUT" NAME=report-live-vs-sim scripts/bench-live.sh >"$tmp/live.log" 2>&1; } \
+    2>"$tmp/live.time"; then
+    read -r live_wall live_user live_sys <"$tmp/live.time"
+  else
+    live_note="scripts/bench-live.sh failed in this run: $(tail -1 "$tmp/live.log")"
+  fi
+fi
 total_s=$(($(date +%s) - start))
 commit=$(git rev-parse --short HEAD)
 dirty=""
@@ -62,6 +92,17 @@ if ! git diff --quiet HEAD -- src 2>/dev/null; then
   dirty=" (with uncommitted changes under src/)"
 fi
 cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || echo unknown)
+loadavg=$(cut -d' ' -f1-3 /proc/loadavg)
+# CPU seconds (user + sys) per phase, and what the run would take on an idle host with these
+# cores: the sweeps are CPU-bound and parallel (their CPU over the cores, or the longer sweep's
+# CPU over its JOBS threads, whichever is larger); micro-benchmarks and the live check run alone
+# at their own wall time (they measure time), so they count with their CPU time here.
+read -r conv_cpu llmd_cpu micro_cpu live_cpu idle_est < <(awk -v cu="$conv_user" -v cs="$conv_sys" \
+  -v lu="$llmd_user" -v ls="$llmd_sys" -v mu="$micro_user" -v ms="$micro_sys" -v vu="$live_user" \
+  -v vs="$live_sys" -v lw="$live_wall" -v n="$(nproc)" -v j="$JOBS" -v b="$build_s" 'BEGIN {
+    c = cu + cs; l = lu + ls; m = mu + ms; v = vu + vs
+    sweeps = (c + l) / n; if (c / j > sweeps) sweeps = c / j
+    printf "%.0f %.0f %.0f %.0f %.0f\n", c, l, m, v, b + sweeps + m + (lw > v ? lw : v) }')
 
 # Headings of the simulator's markdown move one level down under the report's sections.
 demote() { sed -e 's/^###/####/' "$1"; }
@@ -70,8 +111,20 @@ demote() { sed -e 's/^###/####/' "$1"; }
   echo "# Cognitora performance report — $DATE"
   echo
   echo "Written by \`make bench-report\` (scripts/bench-report.sh) at commit \`$commit\`$dirty on"
-  echo "$(nproc) cores ($cpu), in ${total_s} s (conversation sweep ${conv_s} s, llm-d sweep ${llmd_s} s,"
-  echo "\`-j $JOBS\`). Definitions of every column: [docs/benchmarks.md](../../../docs/benchmarks.md)."
+  echo "$(nproc) cores ($cpu), \`-j $JOBS\`, in **${total_s} s wall** (load average at the end: $loadavg)."
+  echo "Definitions of every column: [docs/benchmarks.md](../../../docs/benchmarks.md)."
+  echo
+  echo "| phase | wall s | CPU s (user+sys) |"
+  echo "|---|---:|---:|"
+  echo "| build check | $build_s | |"
+  echo "| conversation sweep ($((${#level_args[@]} * 5)) runs + ideal bound, with hit attribution) | ${conv_wall%.*} | $conv_cpu |"
+  echo "| llm-d sweep ($((${#level_args[@]} * 5)) runs + ideal bound), beside it | ${llmd_wall%.*} | $llmd_cpu |"
+  echo "| micro-benchmarks | ${micro_wall%.*} | $micro_cpu |"
+  echo "| live against simulated | ${live_wall%.*} | $live_cpu |"
+  echo
+  echo "On an idle host with these $(nproc) cores the whole run would take about **${idle_est} s** (the sweeps'"
+  echo "CPU time over the cores; the rest at its own time). Wall time above that is other work on"
+  echo "the host."
   echo
   echo "Everything below the micro-benchmarks is simulated: N engines with the simulator's documented"
   echo "default node model (Llama-3.1-8B bf16 on one H100 SXM, vLLM V1; docs/sim.md), driven in virtual"
@@ -118,6 +171,27 @@ demote() { sed -e 's/^###/####/' "$1"; }
     sed -e 's/^# /### /' -e 's/^## /#### /' "$OUT/proxy.md"
   else
     echo "_Not measured in this run: bench/results/$DATE/proxy.md is absent (written by scripts/bench-proxy.sh)._"
+  fi
+  echo
+  echo "## 5. Live against simulated"
+  echo
+  if [[ -n $live_note ]]; then
+    echo "_${live_note}_"
+  elif [[ -f $OUT/report-live-vs-sim.md ]]; then
+    if [[ $LIVE == 0 ]]; then
+      echo "_Not run by this report (LIVE=0): the file below is from a separate run of scripts/bench-live.sh;_"
+      echo "_its first line says when._"
+      echo
+    fi
+    echo "scripts/bench-live.sh: the small shared-prefix preset (4 nodes, level 0.85) through \`cgn-bench sim\`"
+    echo "and through real \`cgn-router\` + \`cgn-engine-sim\` processes on loopback at engine time scale 1"
+    echo "(one model second = one wall second). Full file: [report-live-vs-sim.md](report-live-vs-sim.md); method and"
+    echo "earlier runs, including the Mooncake slice: [docs/benchmarks-live.md](../../../docs/benchmarks-live.md)."
+    echo
+    # Its header and agreement tables, not the two full reports it carries.
+    sed -n '/^## Simulated/q; /^# /d; s/^##/###/; p' "$OUT/report-live-vs-sim.md"
+  else
+    echo "_Not measured: bench/results/$DATE/report-live-vs-sim.md is absent (LIVE=0)._"
   fi
 } >"$OUT/report.md"
 

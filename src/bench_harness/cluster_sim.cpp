@@ -138,6 +138,7 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
   std::vector<sim::Event> events;
   routing::Decision decision;
   std::vector<uint64_t> diag_held;
+  std::vector<sim::BlockHash> diag_hashes;
   routing::OverlapScratch diag_overlap;
   Diagnosis& dg = res.diagnosis;
   dg.cold_per_node.assign(c.nodes, 0);
@@ -215,8 +216,12 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
       diag_held.assign(c.nodes, 0);
       const auto ntok = static_cast<uint64_t>(tokens.size());
       const uint64_t cap_blocks = ntok == 0 ? 0 : (ntok - 1) / c.node_model.block_size;
+      // The prompt's block hashes once, asked of every engine's pool (what
+      // Engine::cached_prefix_blocks does per engine, without hashing the prompt N times).
+      diag_hashes.clear();
+      sim::extend_block_hashes(tokens, c.node_model.block_size, diag_hashes);
       for (uint32_t j = 0; j < c.nodes; ++j) {
-        diag_held[j] = std::min<uint64_t>(engines[j]->cached_prefix_blocks(tokens), cap_blocks) *
+        diag_held[j] = std::min<uint64_t>(engines[j]->pool().count_cached_prefix(diag_hashes), cap_blocks) *
                        c.node_model.block_size;
       }
       core.index().match(digests, core.policy().weights.credit, c.nodes, diag_overlap);
@@ -368,7 +373,13 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
 }
 
 double ideal_hit_rate(const Workload& w, const ClusterConfig& c) {
+  return ideal_bound(w, c).hit_rate;
+}
+
+IdealBound ideal_bound(const Workload& w, const ClusterConfig& c) {
   const sim::NodeModel& m = c.node_model;
+  std::vector<double> floor;
+  floor.reserve(w.requests.size());
   sim::BlockPool pool(c.nodes * m.num_gpu_blocks);
   const uint32_t bs = m.block_size;
   std::string prompt;
@@ -400,8 +411,14 @@ double ideal_hit_rate(const Workload& w, const ClusterConfig& c) {
     pool.release(blocks);
     hit_tokens += static_cast<uint64_t>(hit) * bs;
     prompt_tokens += n;
+    floor.push_back(seconds(m.idle_ttft(n, static_cast<uint64_t>(hit) * bs)));
   }
-  return prompt_tokens == 0 ? 0 : static_cast<double>(hit_tokens) / static_cast<double>(prompt_tokens);
+  IdealBound b;
+  b.hit_rate = prompt_tokens == 0 ? 0 : static_cast<double>(hit_tokens) / static_cast<double>(prompt_tokens);
+  std::sort(floor.begin(), floor.end());
+  b.floor_ttft_p50_s = percentile(floor, 50);
+  b.floor_ttft_p90_s = percentile(floor, 90);
+  return b;
 }
 
 }  // namespace cgn::bench

@@ -118,4 +118,16 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
 // model's context like the engines do.
 double ideal_hit_rate(const Workload& w, const ClusterConfig& c);
 
+// The ideal node's hit rate and the TTFT floor it implies: per request, the TTFT on an idle node
+// already holding the prefix the ideal node held (NodeModel::idle_ttft(prompt, ideal hit), pure
+// chunked prefill of what even the ideal node misses, no queueing). No routing policy can beat
+// the floor's percentiles, so round_robin's p50 over the floor's p50 bounds the p50 gain any
+// routing can show on the trace.
+struct IdealBound {
+  double hit_rate = 0;
+  double floor_ttft_p50_s = 0;
+  double floor_ttft_p90_s = 0;
+};
+IdealBound ideal_bound(const Workload& w, const ClusterConfig& c);
+
 }  // namespace cgn::bench

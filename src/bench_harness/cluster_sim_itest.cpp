@@ -29,8 +29,14 @@ TEST(QuickSim, KvBeatsRoundRobinOnHitRateAndTtft) {
   EXPECT_GT(kv.hit_rate, rr.hit_rate);
   EXPECT_LT(kv.ttft_p50_s, rr.ttft_p50_s);
   EXPECT_LE(kv.errors + kv.shed, rr.errors + rr.shed);
-  // Hit rates come from the engines and cannot beat the ideal node.
-  EXPECT_LE(kv.hit_rate, ideal_hit_rate(w, c) + 1e-12);
+  // Hit rates come from the engines and cannot beat the ideal node, nor TTFT its floor.
+  const IdealBound b = ideal_bound(w, c);
+  EXPECT_EQ(b.hit_rate, ideal_hit_rate(w, c));
+  EXPECT_LE(kv.hit_rate, b.hit_rate + 1e-12);
+  EXPECT_GT(b.floor_ttft_p50_s, 0.0);
+  EXPECT_LE(b.floor_ttft_p50_s, b.floor_ttft_p90_s);
+  EXPECT_LE(b.floor_ttft_p50_s, kv.ttft_p50_s);
+  EXPECT_LE(b.floor_ttft_p90_s, kv.ttft_p90_s);
 }
 
 // The synthetic shared-prefix shape (the "small" preset: 12 tenants x 3 users x 3 turns) on 4

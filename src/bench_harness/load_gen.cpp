@@ -45,7 +45,8 @@ Result<std::optional<uint64_t>, LoadError> uint_field(const nlohmann::json& obj,
   if (it == obj.end() || it->is_null()) {
     return std::optional<uint64_t>{};
   }
-  if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+  // nlohmann keeps non-negative integers unsigned (all of uint64); a signed one is negative.
+  if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<int64_t>() >= 0)) {
     return chunk_error(where + "." + name + " must be a non-negative integer");
   }
   return std::optional<uint64_t>{it->get<uint64_t>()};
@@ -149,7 +150,9 @@ Result<StreamChunk, LoadError> parse_stream_chunk(std::string_view data) {
   }
   if (auto ob = j.find("object"); ob != j.end() && ob->is_string() && ob->get<std::string>() == "error") {
     c.error = true;
-    c.error_message = j.value("message", std::string("error"));
+    // value() would throw on a non-string message: a stream chunk never throws.
+    const auto m = j.find("message");
+    c.error_message = m != j.end() && m->is_string() ? m->get<std::string>() : std::string("error");
     return c;
   }
   if (auto ch = j.find("choices"); ch != j.end() && !ch->is_null()) {

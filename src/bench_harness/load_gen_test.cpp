@@ -129,6 +129,19 @@ TEST(StreamChunk, ErrorEventsInBothShapes) {
   EXPECT_EQ(b->error_message, "boom");
 }
 
+// Found by fuzz_load_gen_stream: a non-string error message threw out of json::value(), and a
+// count above INT64_MAX was called negative.
+TEST(StreamChunk, OddButValidValuesAreNotThrownOrMisread) {
+  auto a = parse_stream_chunk(R"({"object":"error","message":42})");
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->error);
+  EXPECT_EQ(a->error_message, "error");
+  auto b = parse_stream_chunk(R"({"usage":{"prompt_tokens":18446744073709551615,"completion_tokens":2}})");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->prompt_tokens, 18446744073709551615ULL);
+  EXPECT_EQ(b->completion_tokens, 2u);
+}
+
 TEST(StreamChunk, MalformedIsAnErrorNamingTheField) {
   EXPECT_FALSE(parse_stream_chunk("{").ok());
   EXPECT_FALSE(parse_stream_chunk("[1]").ok());

@@ -1,5 +1,7 @@
 // cgn-bench: benchmark tools. `cgn-bench sim` is the deterministic cluster simulator
 // (docs/benchmarks.md). Thin main: flags in, bench_harness library does the work.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -65,6 +67,9 @@ int main(int argc, char** argv) {
   bool no_guard = false;
   double prefill_rate = 0;
   sim->add_flag("--no-load-guard", no_guard, "diagnosis only: disable the routing load guard");
+  bool guard_running = false;
+  sim->add_flag("--guard-counts-running", guard_running,
+                "diagnosis only: the load guard's spread rule counts decoding requests (the former rule)");
   sim->add_option("--prefill-rate", prefill_rate,
                   "diagnosis only: the score's prefill_tokens_per_s (default: the routing default)");
   double uncached_weight = 0;
@@ -131,6 +136,7 @@ int main(int argc, char** argv) {
   if (no_guard) {
     cc.routing.guard.enabled = false;
   }
+  cc.routing.guard.spread_counts_running = guard_running;
   if (prefill_rate > 0) {
     cc.routing.weights.prefill_tokens_per_s = prefill_rate;
   }
@@ -140,7 +146,7 @@ int main(int argc, char** argv) {
   if (!pd_prefill.empty()) {
     return cgn::bench::pd_main(w, cc, so.levels, pd_prefill, jobs, out_md);
   }
-  const bool diagnostic = no_guard || prefill_rate > 0 || uncached_weight > 0;
+  const bool diagnostic = no_guard || guard_running || prefill_rate > 0 || uncached_weight > 0;
   const auto t0 = std::chrono::steady_clock::now();
   const cgn::bench::WorkloadReport r = cgn::bench::run_workload(w, cc, so);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -148,12 +154,19 @@ int main(int argc, char** argv) {
   std::string md = cgn::bench::render_markdown(r);
   if (diagnostic) {
     md = "> **Diagnostic run: routing defaults changed (" + std::string(no_guard ? "load guard off; " : "") +
+         (guard_running ? "spread rule counts decoding requests; " : "") +
          (prefill_rate > 0 ? "prefill_tokens_per_s " + std::to_string(prefill_rate) + "; " : std::string()) +
          (uncached_weight > 0 ? "uncached_weight " + std::to_string(uncached_weight) : std::string()) +
          "). Not the benchmark.**\n\n" + md;
   }
   std::cout << md;
-  std::fprintf(stderr, "cgn-bench: %zu runs in %.1f s wall\n", so.levels.size() * so.policies.size(), wall);
+  // CPU time (user + sys, every thread) next to wall: on a shared host only the former is stable.
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                     static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+  std::fprintf(stderr, "cgn-bench: %zu runs in %.1f s wall, %.1f s cpu\n",
+               so.levels.size() * so.policies.size(), wall, cpu);
   if (!out_md.empty()) {
     std::ofstream(out_md) << md;
   }

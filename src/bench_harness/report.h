@@ -37,6 +37,9 @@ struct WorkloadReport {
   double mean_input_tokens = 0;
   double mean_output_tokens = 0;
   double ideal_hit_rate = 0;
+  // TTFT floor (IdealBound): idle node holding the ideal prefix; no policy can beat it.
+  double floor_ttft_p50_s = 0;
+  double floor_ttft_p90_s = 0;
   std::vector<LevelReport> levels;  // SuiteOptions::levels order
   size_t headline_index = 0;
   // Per policy: the highest swept arrival rate (req/s) at which TTFT p90 <= 2 s (0 = none).

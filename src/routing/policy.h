@@ -46,15 +46,23 @@ struct ScoreWeights {
 };
 
 // Applied before overlap: cache affinity must never pile a hot prefix onto an overloaded node.
-// load(n) = max(queue_depth + running, router in-flight requests to n).
+// load(n) = max(queue_depth + running, router in-flight requests to n) (least_load, Candidate::load);
+// under the kv policy the spread rule compares waiting(n) = max(queue_depth, router in-flight
+// requests to n still before their first token): the requests a new one would queue behind.
+// Decoding requests cost a new request only their share of each step, which the kv score already
+// charges (running_seconds), and their KV, which the max_kv_used filter bounds. The other
+// policies ignore load, so for them the spread rule keeps comparing load(n).
 struct LoadGuard {
   bool enabled = true;
   double max_queue_depth = 64;  // hard filter: nodes with more waiting requests are skipped
   double max_kv_used = 0.97;    // hard filter: nodes with fuller KV are skipped
-  // Spread rule: node n is skipped when load(n) - min_load >= spread_abs and
-  // load(n) >= spread_rel * (min_load + 1), min over the nodes left by the hard filters.
+  // Spread rule: node n is skipped when w(n) - min_w >= spread_abs and w(n) >= spread_rel *
+  // (min_w + 1), min over the nodes left by the hard filters; w = waiting (kv) or load (others).
   double spread_abs = 8;
   double spread_rel = 2.0;
+  // true: the kv policy's spread rule compares load(n) (decoding requests too), as before
+  // 2026-11-30; for comparison runs (`cgn-bench sim --guard-counts-running`), not a tuning knob.
+  bool spread_counts_running = false;
 };
 
 struct RoutingPolicy {

@@ -108,6 +108,17 @@ double RoutingCore::load_of(const Slot& s) const {
   return std::max(s.state.queue_depth + s.state.running, static_cast<double>(s.inflight_requests));
 }
 
+double RoutingCore::spread_load_of(const Slot& s) const {
+  // Only the kv score charges decoding requests (running_seconds); for the policies that ignore
+  // load (round_robin, random, session) the spread rule is the only thing that balances decodes.
+  if (policy_.guard.spread_counts_running || policy_.kind != PolicyKind::kKv) {
+    return load_of(s);
+  }
+  // Requests before their first token: the engine's queue, or this router's dispatches still in
+  // prefill when the scrape predates them.
+  return std::max(s.state.queue_depth, static_cast<double>(s.inflight_prefills));
+}
+
 double RoutingCore::estimate(const Slot& s, uint64_t prompt_tokens, float credited_blocks,
                              double* prefill_s) const {
   const ScoreWeights& w = policy_.weights;
@@ -318,12 +329,12 @@ Status<RouteError> RoutingCore::decide_into(const RouteRequest& request, Decisio
                                                         std::to_string(g.max_queue_depth) + " or kv_used > " +
                                                         std::to_string(g.max_kv_used) + ")");
     }
-    double min_load = load_of(slots_[eligible_.front()]);
+    double min_load = spread_load_of(slots_[eligible_.front()]);
     for (NodeIndex n : eligible_) {
-      min_load = std::min(min_load, load_of(slots_[n]));
+      min_load = std::min(min_load, spread_load_of(slots_[n]));
     }
     std::erase_if(eligible_, [&](NodeIndex n) {
-      const double l = load_of(slots_[n]);
+      const double l = spread_load_of(slots_[n]);
       return l - min_load >= g.spread_abs && l >= g.spread_rel * (min_load + 1.0);
     });
     out.guarded_out = static_cast<uint32_t>(before - eligible_.size());

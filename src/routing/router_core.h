@@ -149,6 +149,8 @@ class RoutingCore {
   uint32_t tokens_per_block() const;
   uint64_t prompt_tokens(const RouteRequest& r) const;
   double load_of(const Slot& s) const;
+  // What the guard's spread rule compares (LoadGuard::spread_counts_running).
+  double spread_load_of(const Slot& s) const;
   // The TTFT estimate; `prefill_s` receives its prefill part.
   double estimate(const Slot& s, uint64_t prompt_tokens, float credited_blocks, double* prefill_s) const;
   void refresh_capacity(NodeIndex n);

@@ -434,6 +434,10 @@ TEST(LoadGuard, SpreadRuleTable) {
       {"far_busier_is_skipped", 30, 10, 0, false, 1},
       {"abs_gap_but_not_relative", 40, 0, 25, true, 0},
       {"relative_but_small_abs_gap", 5, 0, 0, true, 0},
+      // Decoding requests are not a queue a new request waits behind (the score charges their
+      // share of each step): a node busy decoding keeps its affinity.
+      {"decoding_only_keeps_affinity", 0, 30, 0, true, 0},
+      {"waiting_behind_decodes_is_skipped", 12, 30, 0, false, 1},
   };
   for (const auto& c : cases) {
     RoutingPolicy p;
@@ -448,6 +452,38 @@ TEST(LoadGuard, SpreadRuleTable) {
     ASSERT_TRUE(res.ok()) << c.name;
     EXPECT_EQ(res->ranked[0].node == cached, c.cached_chosen) << c.name;
     EXPECT_EQ(res->guarded_out, c.guarded_out) << c.name;
+  }
+}
+
+TEST(LoadGuard, SpreadCountsRunningOnlyWhenAsked) {
+  // The former rule (spread_counts_running) counted decoding requests as load and so diverted a
+  // cached prompt away from a node that was only decoding.
+  for (const bool counts_running : {false, true}) {
+    RoutingPolicy p;
+    p.weights.queue_seconds = 0.001;
+    p.guard.spread_counts_running = counts_running;
+    Fleet f(p);
+    const NodeIndex cached = f.add("cached", {.running = 30});
+    f.add("b");
+    const auto d = digests(12, 8);
+    f.core.confirm_prefixes(cached, d);
+    auto res = f.core.decide(request_for(d));
+    ASSERT_TRUE(res.ok());
+    EXPECT_EQ(res->ranked[0].node == cached, !counts_running) << counts_running;
+    EXPECT_EQ(res->guarded_out, counts_running ? 1u : 0u) << counts_running;
+  }
+  // Policies that ignore load keep the spread rule on load: it is what balances their decodes.
+  for (const PolicyKind kind : {PolicyKind::kRoundRobin, PolicyKind::kRandom}) {
+    RoutingPolicy p;
+    p.kind = kind;
+    Fleet f(p);
+    const NodeIndex busy = f.add("busy", {.running = 30});
+    f.add("b");
+    auto res = f.core.decide(request_for(digests(13, 8)));
+    ASSERT_TRUE(res.ok());
+    ASSERT_EQ(res->ranked.size(), 1u) << to_string(kind);
+    EXPECT_NE(res->ranked[0].node, busy) << to_string(kind);
+    EXPECT_EQ(res->guarded_out, 1u) << to_string(kind);
   }
 }
 
