@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <set>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -196,7 +196,8 @@ TEST(EtcdPublisher, capacity_evictions_are_deleted_and_splits_stay_under_128_ops
   }
   f.pub->start();
   ASSERT_TRUE(wait_until([&] { return kv_keys(*admin, node).size() == 300; }, 10s));
-  EXPECT_EQ(f.pub->stats().txns, 3u);  // 301 ops (record + 300 puts) in 128-op txns
+  // 301 ops (record + 300 puts) in 128-op txns; counted once the batch returns.
+  EXPECT_TRUE(wait_until([&] { return f.pub->stats().txns == 3u; }, 5s)) << f.pub->stats().txns;
   // A smaller pool shrinks the set: the engine reports 512 blocks of 16 tokens = 128 digests.
   {
     std::lock_guard lock(f.box.mu);
@@ -204,8 +205,10 @@ TEST(EtcdPublisher, capacity_evictions_are_deleted_and_splits_stay_under_128_ops
     f.box.rec.block_size = 16;
   }
   ASSERT_TRUE(wait_until([&] { return kv_keys(*admin, node).size() == 128; }, 10s));
+  // etcd applies the txn before the publisher counts it: wait for the count, do not race it.
+  EXPECT_TRUE(wait_until([&] { return f.pub->stats().keys_deleted == 300u - 128u; }, 5s))
+      << f.pub->stats().keys_deleted;
   EXPECT_EQ(f.pub->stats().capacity, 128u);
-  EXPECT_EQ(f.pub->stats().keys_deleted, 300u - 128u);
 }
 
 TEST(EtcdPublisher, kv_pressure_prunes_oldest_first) {
