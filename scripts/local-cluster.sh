@@ -5,12 +5,15 @@
 # serving until Ctrl-C, and stops everything it started.
 # Environment: CGN_PORT (router port, default 8080; 0 = any free port), CGN_NODES (default 3),
 #              CGN_TIME_SCALE (simulator speed, default 1.0), BIN (default build/bin),
-#              CGN_STATE=gossip (the router finds the engines by gossip: one cgn-gossip member per
-#              engine publishes its node record, as cgn-agent does; default: static --node list).
+#              CGN_STATE=etcd (scripts/local-cluster-etcd.sh: etcd + agents),
+#              CGN_STATE=gossip (scripts/local-cluster-gossip.sh: agents + gossip, no external service);
+#              default: static --node list.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # CGN_STATE=etcd: etcd + one cgn-agent per simulator + the router watching etcd.
 if [[ ${CGN_STATE:-} == etcd ]]; then exec scripts/local-cluster-etcd.sh "$@"; fi
+# CGN_STATE=gossip: one cgn-agent per simulator + the router, finding each other by gossip.
+if [[ ${CGN_STATE:-} == gossip ]]; then exec scripts/local-cluster-gossip.sh "$@"; fi
 BIN=${BIN:-build/bin}
 NODES=${CGN_NODES:-3}
 PORT=${CGN_PORT:-8080}
@@ -59,25 +62,7 @@ for i in $(seq 1 "$NODES"); do
   echo "  sim$i  http://127.0.0.1:$p  (log $RUN_DIR/sim$i.log)"
 done
 node_args=()
-if [[ ${CGN_STATE:-static} == gossip ]]; then
-  echo "state backend: gossip (UDP on 127.0.0.1, one member per engine)"
-  for i in $(seq 1 "$NODES"); do
-    p=${node_urls[$((i - 1))]##*:}
-    echo "{\"node_id\":\"sim$i\",\"address\":\"127.0.0.1:$p\",\"models\":[\"$MODEL\"],\"engine\":\"vllm\",\"role\":\"both\",\"ready\":true,\"kv_epoch\":1,\"generation\":1}" \
-      >"$RUN_DIR/sim$i.record.json"
-    seed_args=()
-    [[ $i -gt 1 ]] && seed_args=(--seed "127.0.0.1:$(head -1 "$RUN_DIR/member1.port")")
-    "$BIN/cgn-gossip" --name "sim$i" --listen 127.0.0.1:0 --port-file "$RUN_DIR/member$i.port" \
-      --record-file "$RUN_DIR/sim$i.record.json" "${seed_args[@]}" >"$RUN_DIR/member$i.log" 2>&1 &
-    pids+=($!)
-    wait_port_file "$RUN_DIR/member$i.port" >/dev/null
-  done
-  printf '[router]\nstate_backend = "gossip"\n\n[state.gossip]\nlisten = "127.0.0.1:0"\nseeds = ["127.0.0.1:%s"]\n' \
-    "$(head -1 "$RUN_DIR/member1.port")" >"$RUN_DIR/gossip.toml"
-  node_args=(--config "$RUN_DIR/gossip.toml")
-else
-  for u in "${node_urls[@]}"; do node_args+=(--node "$u"); done
-fi
+for u in "${node_urls[@]}"; do node_args+=(--node "$u"); done
 
 start_router() {  # POLICY PORT
   "$BIN/cgn-router" --listen "127.0.0.1:$2" --policy "$1" "${node_args[@]}" \
@@ -85,12 +70,6 @@ start_router() {  # POLICY PORT
   router_pid=$!
   pids+=("$router_pid")
   wait_http "http://127.0.0.1:$2/health"
-  if [[ ${CGN_STATE:-static} == gossip ]]; then  # until every engine is discovered
-    for _ in $(seq 1 150); do
-      [[ $(curl -fsS "http://127.0.0.1:$2/metrics" | grep -c '^cgn_cluster_node_up{.*} 1') -ge $NODES ]] && break
-      sleep 0.1
-    done
-  fi
 }
 evict_all() {
   for u in "${node_urls[@]}"; do

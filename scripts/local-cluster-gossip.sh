@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# `make run CGN_STATE=gossip`: the local cluster through agents and gossip, no external service (issue #9).
+#   CGN_NODES × cgn-agent, each spawning cgn-engine-sim through a wrapper named `vllm` and
+#     publishing its node record by gossip (UDP on 127.0.0.1, HMAC-signed with a per-run key)
+#   cgn-router with state_backend = "gossip": a member without a record, seeded by every agent,
+#     reconciling live members into routing every 2.5 s
+# Runs the demo workload once, then serves until Ctrl-C and stops everything it started.
+# Environment: CGN_PORT (router port, default 8080; 0 = any free port), CGN_NODES (default 3),
+#              CGN_TIME_SCALE (simulator speed, default 1.0), CGN_MODEL, BIN (default build/bin).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-build/bin}
+NODES=${CGN_NODES:-3}
+PORT=${CGN_PORT:-8080}
+MODEL=${CGN_MODEL:-demo-model}
+TIME_SCALE=${CGN_TIME_SCALE:-1.0}
+for b in cgn-router cgn-agent cgn-engine-sim; do
+  [[ -x $BIN/$b ]] || { echo "$BIN/$b is not built (make build)" >&2; exit 2; }
+done
+BIN=$(cd "$BIN" && pwd)
+RUN_DIR=$(mktemp -d /tmp/cognitora-run-gossip.XXXXXX)
+pids=()
+
+cleanup() {
+  trap - EXIT INT TERM
+  echo
+  echo "stopping the local cluster"
+  # Router first, then the agents (they stop their engines).
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    kill -TERM "${pids[$i]}" 2>/dev/null || true
+    wait "${pids[$i]}" 2>/dev/null || true
+  done
+  rm -rf "$RUN_DIR"
+}
+trap cleanup EXIT
+trap 'exit 0' INT TERM
+
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+free_udp_port() {
+  python3 -c 'import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
+}
+wait_http() {  # URL
+  for _ in $(seq 1 300); do
+    if curl -fsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "timed out waiting for $1" >&2; return 1
+}
+
+# Packets are signed with a key only this run knows; the processes read it from the environment.
+CGN_GOSSIP_KEY=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export CGN_GOSSIP_KEY
+router_gossip=$(free_udp_port)
+gossip_toml() {  # LISTEN_PORT
+  printf '[state.gossip]\nlisten = "127.0.0.1:%s"\nseeds = ["127.0.0.1:%s"]\ncluster_id = "cognitora-local"\nsecret_env = "CGN_GOSSIP_KEY"\n' \
+    "$1" "$router_gossip"
+}
+
+# The agents run `vllm serve ...`: a wrapper named like the engine runs the simulator.
+mkdir -p "$RUN_DIR/engines"
+ln -s "$BIN/cgn-engine-sim" "$RUN_DIR/engines/vllm"
+
+echo "starting $NODES agents, each supervising a simulated vLLM (model $MODEL, time scale $TIME_SCALE)"
+for i in $(seq 1 "$NODES"); do
+  agent_port=$(free_port)
+  engine_port=$(free_port)
+  {
+    printf '[agent]\nnode_id = "node%s"\nlisten = "127.0.0.1:%s"\ngrpc_listen = "127.0.0.1:0"\nstate_backend = "gossip"\n\n' \
+      "$i" "$agent_port"
+    printf '[engine]\nkind = "vllm"\nmodel = "%s"\nport = %s\nextra_args = ["--sim-time-scale", "%s"]\n\n' \
+      "$MODEL" "$engine_port" "$TIME_SCALE"
+    gossip_toml "$(free_udp_port)"
+  } >"$RUN_DIR/agent$i.toml"
+  PATH="$RUN_DIR/engines:$PATH" "$BIN/cgn-agent" --config "$RUN_DIR/agent$i.toml" >"$RUN_DIR/agent$i.log" 2>&1 &
+  pids+=($!)
+  echo "  node$i  agent http://127.0.0.1:$agent_port -> engine :$engine_port  (log $RUN_DIR/agent$i.log)"
+done
+
+{
+  printf '[router]\nstate_backend = "gossip"\n\n'
+  gossip_toml "$router_gossip"
+} >"$RUN_DIR/router.toml"
+[[ $PORT == 0 ]] && PORT=$(free_port)
+"$BIN/cgn-router" --listen "127.0.0.1:$PORT" --config "$RUN_DIR/router.toml" >"$RUN_DIR/router.log" 2>&1 &
+pids+=($!)
+wait_http "http://127.0.0.1:$PORT/health"
+echo "waiting for the agents' node records to reach the router by gossip (UDP 127.0.0.1:$router_gossip)"
+up=0
+for _ in $(seq 1 600); do
+  up=$(curl -fsS "http://127.0.0.1:$PORT/metrics" 2>/dev/null | grep -c '^cgn_cluster_node_up{.*} 1' || true)
+  [[ $up -ge $NODES ]] && break
+  sleep 0.1
+done
+echo "  $up of $NODES nodes in routing"
+
+echo
+echo "demo workload: 5 tenants with long system prompts (policy kv, node records by gossip)"
+python3 scripts/demo_workload.py --endpoint "http://127.0.0.1:$PORT" --model "$MODEL" --policy kv || true
+
+cat <<TXT
+
+Cognitora is serving on http://127.0.0.1:$PORT  (state_backend gossip, $NODES agents, no external service)
+  curl -s http://127.0.0.1:$PORT/v1/chat/completions -H 'Content-Type: application/json' \\
+       -d '{"model":"$MODEL","messages":[{"role":"user","content":"Hello!"}]}' -i
+  gossip counters:  curl -s http://127.0.0.1:$PORT/metrics | grep '^cgn_gossip_'
+  kill an agent (kill -9 <pid> of cgn-agent) and watch it leave routing within the documented bound
+  dashboard: http://127.0.0.1:$PORT/dashboard/    metrics: http://127.0.0.1:$PORT/metrics
+  logs:      $RUN_DIR
+Press Ctrl-C to stop.
+TXT
+wait "${pids[-1]}"
