@@ -382,8 +382,13 @@ void RoutingCore::rank(const RouteRequest& request, Decision& out) {
   };
   switch (kind) {
     case PolicyKind::kKv:
+      // Equal estimates (typically a new prefix on idle nodes) go to the node holding the fewest
+      // index entries, so new tenants spread over the fleet's KV instead of piling where the dice
+      // fell (SGLang's cache-aware router sends low-match requests to the smallest tree the same
+      // way); random among nodes holding equally many.
       for (uint32_t i = 0; i < n; ++i) {
-        items.push_back(SortItem{bucket(c[i].cost), rng_.next(), i});
+        const uint64_t held = std::min<uint64_t>(index_.node_entries(c[i].node), (uint64_t{1} << 39) - 1);
+        items.push_back(SortItem{bucket(c[i].cost), (held << 24) | (rng_.next() >> 40), i});
       }
       break;
     case PolicyKind::kLeastLoad:
