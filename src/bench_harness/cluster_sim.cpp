@@ -5,6 +5,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "bench_harness/cluster_sim_fleet.h"
 #include "bench_harness/sample_stats.h"
 #include "core/digest.h"
 #include "routing/engine_metrics.h"
@@ -72,64 +73,12 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
   rp.kind = policy;
   routing::RoutingCore core(clock, rp, routing::IndexConfig{}, c.seed);
 
-  // Engines and the router's view of them.
-  std::vector<std::unique_ptr<sim::Engine>> engines;
-  std::vector<Nanos> busy(c.nodes, 0);
-  std::vector<std::string> ids;
-  std::vector<routing::NodeIndex> node_of(c.nodes, routing::kNoNode);
-  std::vector<Nanos> next_scrape(c.nodes, 0);
+  SimFleet fleet(c, core, [](uint32_t) { return routing::NodeRole::kBoth; });
   std::vector<std::unordered_map<sim::RequestHandle, Pending>> pending(c.nodes);
-  sim::MetricsContext mctx;
-  mctx.model_name = c.model_name;
-  routing::MapperOptions mopt;
-  mopt.model = c.model_name;
-  for (uint32_t i = 0; i < c.nodes; ++i) {
-    sim::EngineConfig ec;
-    ec.model = c.node_model;
-    ec.engine_id = "sim-node-" + std::to_string(i);
-    Nanos* acc = &busy[i];
-    ec.on_step = [acc](const sim::StepInfo& s) { *acc += s.end - s.start; };
-    engines.push_back(std::make_unique<sim::Engine>(std::move(ec)));
-    ids.push_back("node-" + std::to_string(i));
-    routing::NodeUpdate reg;  // the static node list the gateway starts from
-    reg.address = "sim://" + ids.back();
-    reg.models = std::vector<std::string>{c.model_name};
-    reg.engine = "vllm";
-    reg.health = routing::Health::kHealthy;
-    node_of[i] = core.upsert_node(ids.back(), reg, routing::UpdateSource::kStatic);
-    next_scrape[i] = 0;
-  }
-  auto scrape = [&](uint32_t i, Nanos now) {
-    const std::string text = sim::render_metrics(sim::Flavour::kVllm, *engines[i], mctx);
-    auto m = routing::scrape_engine_metrics(routing::EngineKind::kVllm, text, mopt);
-    routing::NodeUpdate u;
-    if (m.ok()) {
-      u = routing::to_node_update(*m);
-      u.health = routing::Health::kHealthy;
-    } else {
-      u.health = routing::Health::kUnhealthy;
-    }
-    (void)core.upsert_node(ids[i], u, routing::UpdateSource::kScrape);
-    // Node i polls at phase_i + k * interval (independent timers, as live).
-    const Nanos phase = c.scrape_interval * static_cast<Nanos>(i) / static_cast<Nanos>(c.nodes);
-    next_scrape[i] =
-        now < phase ? phase : phase + ((now - phase) / c.scrape_interval + 1) * c.scrape_interval;
-  };
+  const std::vector<Nanos> arrival = scaled_arrivals(w, level);
 
-  const Nanos t0 = w.requests.empty() ? 0 : w.requests.front().arrival;
-  std::vector<Nanos> arrival(w.requests.size());
-  for (size_t k = 0; k < w.requests.size(); ++k) {
-    arrival[k] =
-        static_cast<Nanos>(std::llround(static_cast<double>(w.requests[k].arrival - t0) * level.time_scale));
-  }
-
-  std::vector<double> ttft;
-  std::vector<double> itl;
-  std::vector<double> e2e;
-  ttft.reserve(w.requests.size());
-  uint64_t good = 0;
-  uint64_t output_tokens = 0;
-  Nanos last_done = 0;
+  RunSamples samples;
+  samples.ttft.reserve(w.requests.size());
   size_t cursor = 0;
   size_t outstanding = 0;
   std::string prompt;
@@ -155,7 +104,7 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
     }
     const uint64_t held = diag_held[i];
     auto believed = [&](uint32_t j) {
-      return std::min<uint64_t>(static_cast<uint64_t>(diag_overlap.run(node_of[j])) * tokens_per_digest,
+      return std::min<uint64_t>(static_cast<uint64_t>(diag_overlap.run(fleet.node(j))) * tokens_per_digest,
                                 prompt_len);
     };
     ++dg.requests;
@@ -174,7 +123,7 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
     const uint64_t lost = best - held;
     bool ranked = false;
     for (const auto& cand : decision.ranked) {
-      ranked = ranked || cand.node == node_of[best_node];
+      ranked = ranked || cand.node == fleet.node(best_node);
     }
     if (!ranked) {
       dg.lost_guard += lost;
@@ -221,16 +170,14 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
       diag_hashes.clear();
       sim::extend_block_hashes(tokens, c.node_model.block_size, diag_hashes);
       for (uint32_t j = 0; j < c.nodes; ++j) {
-        diag_held[j] = std::min<uint64_t>(engines[j]->pool().count_cached_prefix(diag_hashes), cap_blocks) *
-                       c.node_model.block_size;
+        diag_held[j] =
+            std::min<uint64_t>(fleet.engine(j).pool().count_cached_prefix(diag_hashes), cap_blocks) *
+            c.node_model.block_size;
       }
       core.index().match(digests, core.policy().weights.credit, c.nodes, diag_overlap);
     }
     for (const auto& cand : decision.ranked) {
-      uint32_t i = 0;
-      while (i < c.nodes && node_of[i] != cand.node) {
-        ++i;
-      }
+      const uint32_t i = fleet.engine_of(cand.node);
       if (i == c.nodes) {
         continue;
       }
@@ -241,7 +188,7 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
       req.stream = true;
       req.ignore_eos = true;
       req.want_text = false;
-      auto h = engines[i]->add_request(std::move(req), now);
+      auto h = fleet.engine(i).add_request(std::move(req), now);
       if (!h.ok()) {
         if (h.error().code == sim::EngineError::kQueueFull) {
           continue;  // the gateway fails over on 429
@@ -265,7 +212,7 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
 
   auto handle_events = [&](uint32_t i) {
     events.clear();
-    engines[i]->take_events(events);
+    fleet.engine(i).take_events(events);
     for (auto& ev : events) {
       auto it = pending[i].find(ev.handle);
       if (it == pending[i].end()) {
@@ -285,18 +232,18 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
           ++res.completed;
           const Nanos arr = arrival[p.index];
           const double t = seconds(p.first_token - arr);
-          ttft.push_back(t);
-          e2e.push_back(seconds(ev.time - arr));
+          samples.ttft.push_back(t);
+          samples.e2e.push_back(seconds(ev.time - arr));
           const uint32_t n = comp.usage.completion_tokens;
           const double per_tok = n > 1 ? seconds(ev.time - p.first_token) / (n - 1) : 0.0;
-          itl.push_back(per_tok);
-          good += (t <= c.slo_ttft_s && per_tok <= c.slo_itl_s) ? 1 : 0;
-          output_tokens += n;
+          samples.itl.push_back(per_tok);
+          samples.good += (t <= c.slo_ttft_s && per_tok <= c.slo_itl_s) ? 1 : 0;
+          samples.output_tokens += n;
           res.prompt_tokens += comp.usage.prompt_tokens;
           res.cached_tokens += comp.usage.cached_tokens;
           dg.reported_tokens += comp.usage.cached_tokens;
         }
-        last_done = std::max(last_done, ev.time);
+        samples.last_done = std::max(samples.last_done, ev.time);
         pending[i].erase(it);
         --outstanding;
       }
@@ -307,31 +254,18 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
     if (cursor == w.requests.size() && outstanding == 0) {
       break;
     }
-    Nanos te = sim::kNever;
     uint32_t ei = 0;
-    for (uint32_t i = 0; i < c.nodes; ++i) {
-      const Nanos n = engines[i]->next_event_time();
-      if (n < te) {
-        te = n;
-        ei = i;
-      }
-    }
-    Nanos ts = sim::kNever;
     uint32_t si = 0;
-    for (uint32_t i = 0; i < c.nodes; ++i) {
-      if (next_scrape[i] < ts) {
-        ts = next_scrape[i];
-        si = i;
-      }
-    }
+    const Nanos te = fleet.next_engine_event(ei);
+    const Nanos ts = fleet.next_scrape(si);
     const Nanos ta = cursor < w.requests.size() ? arrival[cursor] : sim::kNever;
     if (te <= ts && te <= ta) {
       clock.set(te);
-      engines[ei]->advance_to(te);
+      fleet.engine(ei).advance_to(te);
       handle_events(ei);
     } else if (ts <= ta) {
       clock.set(ts);
-      scrape(si, ts);
+      fleet.scrape(si, ts);
     } else {
       clock.set(ta);
       arrive(cursor, ta);
@@ -340,35 +274,7 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
     }
   }
 
-  std::sort(ttft.begin(), ttft.end());
-  std::sort(itl.begin(), itl.end());
-  std::sort(e2e.begin(), e2e.end());
-  res.ttft_p50_s = percentile(ttft, 50);
-  res.ttft_p90_s = percentile(ttft, 90);
-  res.ttft_p99_s = percentile(ttft, 99);
-  res.ttft_mean_s = mean(ttft);
-  res.itl_p50_s = percentile(itl, 50);
-  res.itl_p90_s = percentile(itl, 90);
-  res.itl_mean_s = mean(itl);
-  res.e2e_p50_s = percentile(e2e, 50);
-  res.makespan_s = seconds(last_done);
-  if (res.makespan_s > 0) {
-    res.goodput_rps = static_cast<double>(good) / res.makespan_s;
-    res.output_tok_s = static_cast<double>(output_tokens) / res.makespan_s;
-  }
-  res.hit_rate = res.prompt_tokens == 0
-                     ? 0
-                     : static_cast<double>(res.cached_tokens) / static_cast<double>(res.prompt_tokens);
-  Nanos busy_sum = 0;
-  Nanos busy_max = 0;
-  for (Nanos b : busy) {
-    busy_sum += b;
-    busy_max = std::max(busy_max, b);
-  }
-  res.busy_mean_s = seconds(busy_sum) / static_cast<double>(std::max<uint32_t>(c.nodes, 1));
-  res.busy_max_s = seconds(busy_max);
-  res.imbalance = res.busy_mean_s > 0 ? res.busy_max_s / res.busy_mean_s : 0;
-  res.utilisation = res.makespan_s > 0 ? res.busy_mean_s / res.makespan_s : 0;
+  summarise_run(samples, fleet.busy(), res);
   return res;
 }
 

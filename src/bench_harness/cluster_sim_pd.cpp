@@ -10,6 +10,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "bench_harness/cluster_sim_fleet.h"
 #include "bench_harness/sample_stats.h"
 #include "core/digest.h"
 #include "routing/engine_metrics.h"
@@ -65,69 +66,21 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
   rp.kind = routing::PolicyKind::kKv;
   routing::RoutingCore core(clock, rp, routing::IndexConfig{}, c.seed);
 
-  std::vector<std::unique_ptr<sim::Engine>> engines;
-  std::vector<Nanos> busy(c.nodes, 0);
-  std::vector<std::string> ids;
-  std::vector<routing::NodeIndex> node_of(c.nodes, routing::kNoNode);
-  std::unordered_map<routing::NodeIndex, uint32_t> engine_of_node;
-  std::unordered_map<std::string, uint32_t> engine_of_id;
-  std::vector<Nanos> next_scrape(c.nodes, 0);
+  SimFleet fleet(c, core, [&out](uint32_t i) {
+    return i < out.prefill_nodes ? routing::NodeRole::kPrefill : routing::NodeRole::kDecode;
+  });
+  std::unordered_map<std::string, uint32_t> engine_of_id;  // sim-node-<i> -> i
+  for (uint32_t i = 0; i < c.nodes; ++i) {
+    engine_of_id["sim-node-" + std::to_string(i)] = i;
+  }
   // Per engine: its requests in flight -> the client request (an index into flights).
   std::vector<std::unordered_map<sim::RequestHandle, size_t>> pending(c.nodes);
   std::unordered_map<size_t, Flight> flights;  // by workload index
-  sim::MetricsContext mctx;
-  mctx.model_name = c.model_name;
-  routing::MapperOptions mopt;
-  mopt.model = c.model_name;
-  for (uint32_t i = 0; i < c.nodes; ++i) {
-    sim::EngineConfig ec;
-    ec.model = c.node_model;
-    ec.engine_id = "sim-node-" + std::to_string(i);
-    engine_of_id[ec.engine_id] = i;
-    Nanos* acc = &busy[i];
-    ec.on_step = [acc](const sim::StepInfo& s) { *acc += s.end - s.start; };
-    engines.push_back(std::make_unique<sim::Engine>(std::move(ec)));
-    ids.push_back("node-" + std::to_string(i));
-    routing::NodeUpdate reg;
-    reg.address = "sim://" + ids.back();
-    reg.models = std::vector<std::string>{c.model_name};
-    reg.engine = "vllm";
-    reg.role = i < out.prefill_nodes ? routing::NodeRole::kPrefill : routing::NodeRole::kDecode;
-    reg.health = routing::Health::kHealthy;
-    node_of[i] = core.upsert_node(ids.back(), reg, routing::UpdateSource::kStatic);
-    engine_of_node[node_of[i]] = i;
-  }
-  auto scrape = [&](uint32_t i, Nanos now) {
-    const std::string text = sim::render_metrics(sim::Flavour::kVllm, *engines[i], mctx);
-    auto m = routing::scrape_engine_metrics(routing::EngineKind::kVllm, text, mopt);
-    routing::NodeUpdate u;
-    if (m.ok()) {
-      u = routing::to_node_update(*m);
-      u.health = routing::Health::kHealthy;
-    } else {
-      u.health = routing::Health::kUnhealthy;
-    }
-    (void)core.upsert_node(ids[i], u, routing::UpdateSource::kScrape);
-    const Nanos phase = c.scrape_interval * static_cast<Nanos>(i) / static_cast<Nanos>(c.nodes);
-    next_scrape[i] =
-        now < phase ? phase : phase + ((now - phase) / c.scrape_interval + 1) * c.scrape_interval;
-  };
+  const std::vector<Nanos> arrival = scaled_arrivals(w, level);
 
-  const Nanos t0 = w.requests.empty() ? 0 : w.requests.front().arrival;
-  std::vector<Nanos> arrival(w.requests.size());
-  for (size_t k = 0; k < w.requests.size(); ++k) {
-    arrival[k] =
-        static_cast<Nanos>(std::llround(static_cast<double>(w.requests[k].arrival - t0) * level.time_scale));
-  }
-
-  std::vector<double> ttft;
-  std::vector<double> itl;
-  std::vector<double> e2e;
+  RunSamples samples;
   std::vector<double> prefill_leg;
   std::vector<double> decode_ttft;
-  uint64_t good = 0;
-  uint64_t output_tokens = 0;
-  Nanos last_done = 0;
   size_t cursor = 0;
   std::string prompt;
   const Digest seed = make_digest_seed(DigestSeedFields{kDigestFormatVersion, c.model_name, {}});
@@ -164,7 +117,7 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
     }
     order_for_decode(decision.ranked);
     for (const auto& cand : decision.ranked) {
-      const uint32_t i = engine_of_node.at(cand.node);
+      const uint32_t i = fleet.engine_of(cand.node);
       sim::Request req;
       req.external_id = std::to_string(k);
       req.prompt = f.tokens;
@@ -173,7 +126,7 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
       req.ignore_eos = true;
       req.want_text = false;
       req.kv_transfer = params;
-      auto h = engines[i]->add_request(std::move(req), now);
+      auto h = fleet.engine(i).add_request(std::move(req), now);
       if (!h.ok()) {
         if (h.error().code == sim::EngineError::kQueueFull) {
           continue;
@@ -206,7 +159,7 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
     }
     res.guarded_out += decision.guarded_out > 0 ? 1 : 0;
     for (const auto& cand : decision.ranked) {
-      const uint32_t i = engine_of_node.at(cand.node);
+      const uint32_t i = fleet.engine_of(cand.node);
       sim::Request req;  // the router's prefill body (router/disagg.cpp prefill_body)
       req.external_id = std::to_string(k);
       req.prompt = f.tokens;
@@ -217,7 +170,7 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
       req.want_token_events = false;
       req.kv_transfer = sim::KvTransferParams{};
       req.kv_transfer->do_remote_decode = true;
-      auto h = engines[i]->add_request(std::move(req), now);
+      auto h = fleet.engine(i).add_request(std::move(req), now);
       if (!h.ok()) {
         if (h.error().code == sim::EngineError::kQueueFull) {
           continue;
@@ -238,7 +191,7 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
   auto handle_events = [&](uint32_t i) {
     for (;;) {
       events.clear();
-      engines[i]->take_events(events);
+      fleet.engine(i).take_events(events);
       if (events.empty()) {
         return;
       }
@@ -253,10 +206,11 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
           // The decode engine claims the blocks from the engine the params name.
           auto pe = engine_of_id.find(ev.pull->remote_engine_id);
           const sim::ClaimStatus cs =
-              pe == engine_of_id.end() ? sim::ClaimStatus::kUnknown
-                                       : engines[pe->second]->claim_blocks(
-                                             ev.pull->remote_request_id, ev.pull->remote_block_ids, ev.time);
-          engines[i]->complete_kv_pull(ev.handle, cs, ev.time);
+              pe == engine_of_id.end()
+                  ? sim::ClaimStatus::kUnknown
+                  : fleet.engine(pe->second)
+                        .claim_blocks(ev.pull->remote_request_id, ev.pull->remote_block_ids, ev.time);
+          fleet.engine(i).complete_kv_pull(ev.handle, cs, ev.time);
           continue;  // its events come in the next round
         }
         if (ev.kind == sim::EventKind::kToken) {
@@ -296,22 +250,22 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
         ++res.completed;
         const Nanos arr = arrival[k];
         const double t = seconds(f.first_token - arr);
-        ttft.push_back(t);
+        samples.ttft.push_back(t);
         if (f.handoff >= 0) {
           prefill_leg.push_back(seconds(f.handoff - arr));
           decode_ttft.push_back(seconds(f.first_token - f.handoff));
         }
-        e2e.push_back(seconds(ev.time - arr));
+        samples.e2e.push_back(seconds(ev.time - arr));
         const uint32_t n = comp.usage.completion_tokens;
         const double per_tok = n > 1 ? seconds(ev.time - f.first_token) / (n - 1) : 0.0;
-        itl.push_back(per_tok);
-        good += (t <= c.slo_ttft_s && per_tok <= c.slo_itl_s) ? 1 : 0;
-        output_tokens += n;
+        samples.itl.push_back(per_tok);
+        samples.good += (t <= c.slo_ttft_s && per_tok <= c.slo_itl_s) ? 1 : 0;
+        samples.output_tokens += n;
         res.prompt_tokens += comp.usage.prompt_tokens;
         // The hit rate is the prefill pool's: prompt tokens the prefill node did not compute,
         // counted when its blocks reached the decode node (a failed pull wasted them).
         res.cached_tokens += comp.transferred_tokens > 0 ? f.prefill_cached : 0;
-        last_done = std::max(last_done, ev.time);
+        samples.last_done = std::max(samples.last_done, ev.time);
         flights.erase(k);
       }
     }
@@ -321,34 +275,21 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
     if (cursor == w.requests.size() && flights.empty()) {
       break;
     }
-    Nanos te = sim::kNever;
     uint32_t ei = 0;
-    for (uint32_t i = 0; i < c.nodes; ++i) {
-      const Nanos n = engines[i]->next_event_time();
-      if (n < te) {
-        te = n;
-        ei = i;
-      }
-    }
-    Nanos ts = sim::kNever;
     uint32_t si = 0;
-    for (uint32_t i = 0; i < c.nodes; ++i) {
-      if (next_scrape[i] < ts) {
-        ts = next_scrape[i];
-        si = i;
-      }
-    }
+    const Nanos te = fleet.next_engine_event(ei);
+    const Nanos ts = fleet.next_scrape(si);
     const Nanos ta = cursor < w.requests.size() ? arrival[cursor] : sim::kNever;
     if (te == sim::kNever && ta == sim::kNever) {
       break;  // nothing left that can make progress (a request lost between legs is an error)
     }
     if (te <= ts && te <= ta) {
       clock.set(te);
-      engines[ei]->advance_to(te);
+      fleet.engine(ei).advance_to(te);
       handle_events(ei);
     } else if (ts <= ta) {
       clock.set(ts);
-      scrape(si, ts);
+      fleet.scrape(si, ts);
     } else {
       clock.set(ta);
       arrive(cursor, ta);
@@ -357,42 +298,19 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
   }
   res.errors += flights.size();
 
-  std::sort(ttft.begin(), ttft.end());
-  std::sort(itl.begin(), itl.end());
-  std::sort(e2e.begin(), e2e.end());
-  res.ttft_p50_s = percentile(ttft, 50);
-  res.ttft_p90_s = percentile(ttft, 90);
-  res.ttft_p99_s = percentile(ttft, 99);
-  res.ttft_mean_s = mean(ttft);
-  res.itl_p50_s = percentile(itl, 50);
-  res.itl_p90_s = percentile(itl, 90);
-  res.itl_mean_s = mean(itl);
-  res.e2e_p50_s = percentile(e2e, 50);
+  summarise_run(samples, fleet.busy(), res);
   std::sort(prefill_leg.begin(), prefill_leg.end());
   std::sort(decode_ttft.begin(), decode_ttft.end());
   out.prefill_leg_p50_s = percentile(prefill_leg, 50);
   out.prefill_leg_p90_s = percentile(prefill_leg, 90);
   out.decode_ttft_p50_s = percentile(decode_ttft, 50);
   out.decode_ttft_p90_s = percentile(decode_ttft, 90);
-  res.makespan_s = seconds(last_done);
-  if (res.makespan_s > 0) {
-    res.goodput_rps = static_cast<double>(good) / res.makespan_s;
-    res.output_tok_s = static_cast<double>(output_tokens) / res.makespan_s;
-  }
-  res.hit_rate = res.prompt_tokens == 0
-                     ? 0
-                     : static_cast<double>(res.cached_tokens) / static_cast<double>(res.prompt_tokens);
-  Nanos busy_sum = 0, busy_max = 0, busy_p = 0, busy_d = 0, busy_p_max = 0;
+  Nanos busy_p = 0, busy_d = 0, busy_p_max = 0;
   for (uint32_t i = 0; i < c.nodes; ++i) {
-    busy_sum += busy[i];
-    busy_max = std::max(busy_max, busy[i]);
-    (i < out.prefill_nodes ? busy_p : busy_d) += busy[i];
-    busy_p_max = i < out.prefill_nodes ? std::max(busy_p_max, busy[i]) : busy_p_max;
+    const Nanos b = fleet.busy()[i];
+    (i < out.prefill_nodes ? busy_p : busy_d) += b;
+    busy_p_max = i < out.prefill_nodes ? std::max(busy_p_max, b) : busy_p_max;
   }
-  res.busy_mean_s = seconds(busy_sum) / static_cast<double>(c.nodes);
-  res.busy_max_s = seconds(busy_max);
-  res.imbalance = res.busy_mean_s > 0 ? res.busy_max_s / res.busy_mean_s : 0;
-  res.utilisation = res.makespan_s > 0 ? res.busy_mean_s / res.makespan_s : 0;
   if (res.makespan_s > 0) {
     out.prefill_utilisation = seconds(busy_p) / out.prefill_nodes / res.makespan_s;
     out.decode_utilisation = seconds(busy_d) / out.decode_nodes / res.makespan_s;
