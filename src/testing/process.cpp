@@ -75,6 +75,19 @@ void write_file(const std::string& path, const std::string& content) {
   out << content;
 }
 
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::istringstream in(read_file(task.path().string() + "/children"));
+    pid_t c = 0;
+    while (in >> c) {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 namespace {
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);

@@ -38,6 +38,10 @@ class TempDir {
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& content);
 
+// Direct children of `pid` (every thread's /proc/<pid>/task/<tid>/children): the engine an agent
+// spawned, for tests that kill it.
+std::vector<pid_t> children_of(pid_t pid);
+
 // Path of a built binary (CGN_BIN_DIR from ctest, else ./build/bin).
 std::string bin_path(const std::string& name);
 // Path inside the source tree (CGN_SOURCE_DIR from ctest).

@@ -35,19 +35,7 @@ double metric_value(const std::string& text, const std::string& series) {
   return pos == std::string::npos ? -1 : std::stod(text.substr(pos + series.size() + 2));
 }
 
-// Direct children of `pid` (every thread's /proc/<pid>/task/<tid>/children).
-std::vector<pid_t> children_of(pid_t pid) {
-  std::vector<pid_t> out;
-  std::error_code ec;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-    std::istringstream in(cgn::testing::read_file(task.path().string() + "/children"));
-    pid_t c = 0;
-    while (in >> c) {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
+using cgn::testing::children_of;
 
 constexpr int kLeaseTtlS = 3;
 constexpr int kPublishMs = 250;

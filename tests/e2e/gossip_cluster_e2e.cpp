@@ -47,19 +47,7 @@ constexpr const char* kCluster = "e2e";
 // and leaves the router's nodes at its next reconcile (2.5 s).
 constexpr double kDocumentedBoundS = 7.5;
 
-// Direct children of `pid` (every thread's /proc/<pid>/task/<tid>/children).
-std::vector<pid_t> children_of(pid_t pid) {
-  std::vector<pid_t> out;
-  std::error_code ec;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-    std::istringstream in(cgn::testing::read_file(task.path().string() + "/children"));
-    pid_t c = 0;
-    while (in >> c) {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
+using cgn::testing::children_of;
 
 // A UDP port free on 127.0.0.1 right now.
 int free_udp_port() {

@@ -21,19 +21,7 @@
 namespace cgn::router::e2e {
 namespace {
 
-// Direct children of `pid` (every thread's /proc/<pid>/task/<tid>/children).
-std::vector<pid_t> children_of(pid_t pid) {
-  std::vector<pid_t> out;
-  std::error_code ec;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-    std::istringstream in(cgn::testing::read_file(task.path().string() + "/children"));
-    pid_t c = 0;
-    while (in >> c) {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
+using cgn::testing::children_of;
 
 const std::string kFast = "0.05";
 
