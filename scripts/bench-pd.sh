@@ -13,6 +13,7 @@
 # Exit status: non-zero only when something failed to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/procs.sh
 BIN=${BIN:-build/bin}
 OUT=${OUT:-bench/results/$(date -u +%F)}
 WORKLOAD=${WORKLOAD:-small}
@@ -34,19 +35,11 @@ mkdir -p "$OUT"
 RUN_DIR=$(mktemp -d /tmp/cgn-bench-pd.XXXXXX)
 pids=()
 cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  stop_pids
   rm -rf "$RUN_DIR"
 }
 trap cleanup EXIT
 
-wait_port_file() {  # FILE -> prints the port (the writer renames a complete file into place)
-  for _ in $(seq 1 300); do
-    if [[ -s $1 ]]; then head -1 "$1"; return 0; fi
-    sleep 0.1
-  done
-  echo "bench-pd: timed out waiting for $1" >&2; return 1
-}
 wait_healthy() {  # PORT N: the router's /health reports N healthy nodes
   for _ in $(seq 1 300); do
     if curl -sf "http://127.0.0.1:$1/health" | grep -q "\"nodes_healthy\":$2[,}]"; then return 0; fi

@@ -12,6 +12,7 @@
 #              ETCD (default /usr/bin/etcd).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/procs.sh
 BIN=${BIN:-build/bin}
 NODES=${CGN_NODES:-3}
 PORT=${CGN_PORT:-8080}
@@ -37,23 +38,12 @@ cleanup() {
   echo
   echo "stopping the local cluster"
   # Router first, then agents (they stop their engines), then etcd.
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    kill -TERM "${pids[$i]}" 2>/dev/null || true
-    wait "${pids[$i]}" 2>/dev/null || true
-  done
+  stop_pids
   rm -rf "$RUN_DIR" "$ETCD_DATA"
 }
 trap cleanup EXIT
 trap 'exit 0' INT TERM
 
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-wait_http() {  # URL [tries]
-  for _ in $(seq 1 "${2:-300}"); do
-    if curl -fsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  echo "timed out waiting for $1" >&2; return 1
-}
 
 client_port=$(free_port)
 peer_port=$(free_port)

@@ -9,6 +9,7 @@
 #              CGN_TIME_SCALE (simulator speed, default 1.0), CGN_MODEL, BIN (default build/bin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/procs.sh
 BIN=${BIN:-build/bin}
 NODES=${CGN_NODES:-3}
 PORT=${CGN_PORT:-8080}
@@ -26,26 +27,12 @@ cleanup() {
   echo
   echo "stopping the local cluster"
   # Router first, then the agents (they stop their engines).
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    kill -TERM "${pids[$i]}" 2>/dev/null || true
-    wait "${pids[$i]}" 2>/dev/null || true
-  done
+  stop_pids
   rm -rf "$RUN_DIR"
 }
 trap cleanup EXIT
 trap 'exit 0' INT TERM
 
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-free_udp_port() {
-  python3 -c 'import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
-}
-wait_http() {  # URL
-  for _ in $(seq 1 300); do
-    if curl -fsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  echo "timed out waiting for $1" >&2; return 1
-}
 
 # Packets are signed with a key only this run knows; the processes read it from the environment.
 CGN_GOSSIP_KEY=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')

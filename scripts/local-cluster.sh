@@ -10,6 +10,7 @@
 #              default: static --node list.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/procs.sh
 # CGN_STATE=etcd: etcd + one cgn-agent per simulator + the router watching etcd.
 if [[ ${CGN_STATE:-} == etcd ]]; then exec scripts/local-cluster-etcd.sh "$@"; fi
 # CGN_STATE=gossip: one cgn-agent per simulator + the router, finding each other by gossip.
@@ -26,28 +27,12 @@ cleanup() {
   trap - EXIT INT TERM
   echo
   echo "stopping the local cluster"
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  stop_pids
   rm -rf "$RUN_DIR"
 }
 trap cleanup EXIT
 trap 'exit 0' INT TERM
 
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-wait_port_file() {  # FILE -> prints port
-  for _ in $(seq 1 300); do
-    if [[ -s $1 ]] && [[ $(tail -c1 "$1" | od -An -c | tr -d ' ') == '\n' ]]; then head -1 "$1"; return 0; fi
-    sleep 0.1
-  done
-  echo "timed out waiting for $1" >&2; return 1
-}
-wait_http() {  # URL
-  for _ in $(seq 1 300); do
-    if curl -fsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  echo "timed out waiting for $1" >&2; return 1
-}
 
 echo "starting $NODES simulated vLLM engines (model $MODEL, time scale $TIME_SCALE)"
 node_urls=()
