@@ -8,6 +8,7 @@
 #include "agent/driver.h"
 #include "agent/kv_event_subscriber.h"
 #include "agent/kv_publish_set.h"
+#include "testing/kv_event_golden.h"
 
 namespace cgn::agent {
 namespace {
@@ -21,27 +22,10 @@ std::vector<uint8_t> unhex(std::string_view h) {
   return out;
 }
 
-// [1.5, [["BlockStored",[1,0x1234],nil,[7,8],1,nil,"GPU",nil],
-//        ["BlockRemoved",[0xffffffffffffffff],"GPU"], ["AllBlocksCleared"]], 0]
-constexpr std::string_view kArrayBatch =
-    "93cb3ff8000000000000"
-    "93"
-    "98ab426c6f636b53746f726564"
-    "9201cd1234"
-    "c0"
-    "920708"
-    "01"
-    "c0"
-    "a3475055"
-    "c0"
-    "93ac426c6f636b52656d6f766564"
-    "91cfffffffffffffffff"
-    "a3475055"
-    "91b0416c6c426c6f636b73436c6561726564"
-    "00";
+using cgn::testing::kKvEventArrayBatchHex;
 
 TEST(KvEventDecoder, ArrayEncodingFromVllmsFieldOrder) {
-  const auto bytes = unhex(kArrayBatch);
+  const auto bytes = unhex(kKvEventArrayBatchHex);
   auto b = decode_kv_event_batch(bytes);
   ASSERT_TRUE(b.ok()) << b.error().message;
   EXPECT_DOUBLE_EQ(b->ts, 1.5);
