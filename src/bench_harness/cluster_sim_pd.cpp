@@ -342,15 +342,15 @@ PdReport run_pd_comparison(const Workload& w, const ClusterConfig& c, const std:
     size_t level = 0;
     int split = -1;  // -1: aggregated
   };
-  std::vector<Job> todo;
+  std::vector<Job> runs;
   for (size_t l = 0; l < levels.size(); ++l) {
     PdLevelReport lr;
     lr.level = load_level(w, c, levels[l]);
     lr.splits.resize(prefill_counts.size());
     rep.levels.push_back(std::move(lr));
-    todo.push_back({l, -1});
+    runs.push_back({l, -1});
     for (size_t s = 0; s < prefill_counts.size(); ++s) {
-      todo.push_back({l, static_cast<int>(s)});
+      runs.push_back({l, static_cast<int>(s)});
     }
   }
   auto run_one = [&](const Job& j) {
@@ -363,10 +363,10 @@ PdReport run_pd_comparison(const Workload& w, const ClusterConfig& c, const std:
     }
   };
   const size_t width = std::max<unsigned>(1, jobs);
-  for (size_t at = 0; at < todo.size(); at += width) {
+  for (size_t at = 0; at < runs.size(); at += width) {
     std::vector<std::future<void>> batch;
-    for (size_t k = at; k < std::min(todo.size(), at + width); ++k) {
-      batch.push_back(std::async(std::launch::async, run_one, todo[k]));
+    for (size_t k = at; k < std::min(runs.size(), at + width); ++k) {
+      batch.push_back(std::async(std::launch::async, run_one, runs[k]));
     }
     for (auto& f : batch) {
       f.get();
