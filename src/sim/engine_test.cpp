@@ -9,6 +9,7 @@
 namespace cgn::sim {
 namespace {
 
+using testing::concat;
 using testing::find_completion;
 using testing::make_prompt;
 using testing::VirtualCluster;
@@ -93,13 +94,6 @@ TEST(Engine, ChunkedPrefillSplitsALongPromptIntoBudgetSizedSteps) {
   EXPECT_EQ(steps[1].prefill_tokens, budget);
   EXPECT_EQ(steps[2].prefill_tokens, 100u);
   EXPECT_EQ(steps[3].decode_seqs, 1u);
-}
-
-// Appends `suffix` to a copy of `prefix`.
-std::vector<TokenId> concat(const std::vector<TokenId>& prefix, const std::vector<TokenId>& suffix) {
-  std::vector<TokenId> v = prefix;
-  v.insert(v.end(), suffix.begin(), suffix.end());
-  return v;
 }
 
 TEST(Engine, SameInstantBurstComputesASharedPrefixOnce) {

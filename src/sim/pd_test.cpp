@@ -116,10 +116,9 @@ TEST(PrefillDecode, PulledBlocksEnterThePrefixCacheOnlyOnceTheTransferLands) {
   EXPECT_EQ(s.d.cached_prefix_blocks(prompt), 0u);
 
   const Nanos transfer = s.d.config().model.kv_transfer_time(312u * 16u);
-  std::vector<TokenId> other(prompt.begin(), prompt.begin() + 2000);
-  const auto tail = make_prompt(100, 32);
-  other.insert(other.end(), tail.begin(), tail.end());
-  auto sibling = s.d.add_request(decode_leg(other, std::nullopt, 4), t1 + transfer / 2);
+  const std::vector<TokenId> head(prompt.begin(), prompt.begin() + 2000);
+  auto sibling = s.d.add_request(decode_leg(testing::concat(head, make_prompt(100, 32)), std::nullopt, 4),
+                                 t1 + transfer / 2);
   ASSERT_TRUE(sibling.ok());
   auto events = s.cluster.run_until(t1 + transfer);  // the pull lands
   EXPECT_EQ(s.d.cached_prefix_blocks(prompt), 312u);
