@@ -9,7 +9,8 @@
 #   scripts/bench-report.sh [BUILD_DIR]
 # The live-vs-sim check (scripts/bench-live.sh, small preset, real processes on loopback) runs
 # last, alone; LIVE=0 skips it.
-# Overrides: BENCH_DATE=YYYY-MM-DD, JOBS=n, LIVE=0; for a reduced run (the report says so in its first
+# Overrides: BENCH_DATE=YYYY-MM-DD, JOBS=n, LIVE=0, PLOTS=0 (no gnuplot: the plot data is still
+# written and the report says the SVGs are missing and how to draw them); for a reduced run (the report says so in its first
 # lines) LEVELS="0.85" and LIMIT=N (only the first N requests of each workload).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,9 +22,10 @@ LEVELS=${LEVELS:-0.5 0.85 1.0}
 read -r -a level_args <<<"$LEVELS"
 LIMIT=${LIMIT:-0}
 LIVE=${LIVE:-1}  # 0: skip the live run (an existing bench/results/<date>/report-live-vs-sim.md is included, marked)
+PLOTS=${PLOTS:-1}
 
-if ! command -v gnuplot >/dev/null 2>&1; then
-  echo "bench-report: gnuplot is missing; run scripts/bootstrap.sh --bench" >&2
+if [[ $PLOTS != 0 ]] && ! command -v gnuplot >/dev/null 2>&1; then
+  echo "bench-report: gnuplot is missing; run scripts/bootstrap.sh --bench (or PLOTS=0 for a report without plots)" >&2
   exit 1
 fi
 
@@ -58,11 +60,25 @@ sims_s=$(($(date +%s) - t))
 read -r conv_wall conv_user conv_sys <"$tmp/conversation.time"
 read -r llmd_wall llmd_user llmd_sys <"$tmp/llmd.time"
 
-echo "bench-report: plots"
-gnuplot -e "prefix='$OUT/plots/conversation'; out='$OUT/plots/conversation.svg'; \
+draw_plots() {
+  gnuplot -e "prefix='$OUT/plots/conversation'; out='$OUT/plots/conversation.svg'; \
 title='Mooncake conversation trace, 16 simulated nodes'" bench/plots.gp
-gnuplot -e "prefix='$OUT/plots/llmd'; out='$OUT/plots/llmd.svg'; \
+  gnuplot -e "prefix='$OUT/plots/llmd'; out='$OUT/plots/llmd.svg'; \
 title='Shared prefix, llm-d shape (150 tenants x 6000-token prompts), 8 simulated nodes'" bench/plots.gp
+}
+if [[ $PLOTS != 0 ]]; then
+  echo "bench-report: plots"
+  draw_plots
+fi
+# The plot's image line, or a note saying how to draw it from the data this run wrote.
+plot() {
+  if [[ $PLOTS != 0 ]]; then
+    echo "![$1](plots/$1.svg)"
+  else
+    echo "_Plot not drawn (PLOTS=0: no gnuplot on this host). Its data is plots/$1-*.dat; draw it with_"
+    echo "_bench/plots.gp as scripts/bench-report.sh does (\`draw_plots\`)._"
+  fi
+}
 
 echo "bench-report: micro-benchmarks"
 { time {
@@ -141,13 +157,13 @@ demote() { sed -e 's/^###/####/' "$1"; }
   fi
   echo "## 1. Routing quality: Mooncake conversation trace (16 nodes)"
   echo
-  echo "![conversation](plots/conversation.svg)"
+  plot conversation
   echo
   demote "$tmp/conversation.md"
   echo
   echo "## 2. Routing quality: synthetic shared prefix, llm-d shape (8 nodes)"
   echo
-  echo "![llmd](plots/llmd.svg)"
+  plot llmd
   echo
   demote "$tmp/llmd.md"
   echo

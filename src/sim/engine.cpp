@@ -223,7 +223,9 @@ void Engine::process_timers(Nanos t) {
     r.pull = PullState::kDone;
     r.num_computed = std::min<uint32_t>(r.pull_target_tokens, static_cast<uint32_t>(r.tokens.size()) - 1);
     r.transferred_tokens = r.num_computed > r.cached_tokens ? r.num_computed - r.cached_tokens : 0;
-    register_full_blocks(r);  // vLLM caches the loaded blocks like computed ones
+    // Delayed registration: pulled blocks enter the prefix cache only now that their KV has
+    // landed (vLLM allocates them with delay_cache_blocks and caches them after the transfer).
+    cache_full_blocks(r, r.num_computed);
     ++stats_.kv_pulls_ok;
     --num_pulling_;
     r.state = ReqState::kWaiting;
@@ -260,7 +262,6 @@ bool Engine::ensure_blocks(Req& r, uint64_t total_tokens) {
 }
 
 void Engine::drop_blocks(Req& r) {
-  register_full_blocks(r);
   pool_.release(r.blocks);
   r.blocks.clear();
   r.registered_blocks = 0;
@@ -268,8 +269,8 @@ void Engine::drop_blocks(Req& r) {
 }
 
 void Engine::preempt(Req& r) {
-  // vLLM V1 preempts by recompute: free everything, requeue at the front.
-  register_full_blocks(r);
+  // vLLM V1 preempts by recompute: free everything (its computed blocks stay
+  // prefix-cached), requeue at the front.
   pool_.release(r.blocks);
   r.blocks.clear();
   r.registered_blocks = 0;
@@ -281,17 +282,18 @@ void Engine::preempt(Req& r) {
   waiting_.push_front(&r);
 }
 
-void Engine::register_full_blocks(Req& r) {
+void Engine::cache_full_blocks(Req& r, uint64_t num_tokens) {
   if (!config_.enable_prefix_caching) {
     return;
   }
   const uint32_t bs = config_.model.block_size;
-  const uint32_t full = std::min<uint32_t>(r.num_computed / bs, static_cast<uint32_t>(r.blocks.size()));
+  const uint64_t n = std::min<uint64_t>(num_tokens, r.tokens.size());
+  const uint32_t full = static_cast<uint32_t>(std::min<uint64_t>(n / bs, r.blocks.size()));
   if (full <= r.registered_blocks) {
     return;
   }
   if (r.hashes.size() < full) {
-    extend_block_hashes(std::span<const TokenId>(r.tokens.data(), r.num_computed), bs, r.hashes);
+    extend_block_hashes(std::span<const TokenId>(r.tokens.data(), n), bs, r.hashes);
   }
   for (uint32_t b = r.registered_blocks; b < full; ++b) {
     pool_.cache_block(r.blocks[b], r.hashes[b], b == 0 ? nullptr : &r.hashes[b - 1],
@@ -391,6 +393,7 @@ bool Engine::try_schedule_waiting(Req& r, uint32_t& budget, Nanos t) {
     }
     return false;
   }
+  cache_full_blocks(r, static_cast<uint64_t>(r.num_computed) + new_tokens);
   if (!r.counted_first_schedule || (fresh && r.preemptions > 0)) {
     if (!r.counted_first_schedule) {
       r.cached_tokens = r.num_computed;
@@ -438,6 +441,7 @@ void Engine::start_step(Nanos t) {
     if (self_preempted) {
       break;
     }
+    cache_full_blocks(*r, static_cast<uint64_t>(r->num_computed) + new_tokens);
     const bool decode = r->generated > 0 && r->num_computed + 1 == r->tokens.size();
     step_.push_back({r, new_tokens, decode});
     budget -= new_tokens;
@@ -527,8 +531,7 @@ void Engine::complete_step() {
     if (r.state != ReqState::kRunning) {
       continue;  // aborted while the step ran
     }
-    r.num_computed += s.new_tokens;
-    register_full_blocks(r);
+    r.num_computed += s.new_tokens;  // its blocks were cached when the step was scheduled
     if (r.num_computed < r.tokens.size()) {
       continue;  // a prefill chunk; more to come
     }
@@ -551,6 +554,16 @@ void Engine::complete_step() {
     }
   }
   step_.clear();
+  // The step is done: what its scheduling and completion recorded may be published now.
+  pool_.take_events(kv_events_);
+}
+
+void Engine::take_kv_events(std::vector<KvCacheEvent>& out) {
+  std::move(kv_events_.begin(), kv_events_.end(), std::back_inserter(out));
+  kv_events_.clear();
+  if (!busy_) {
+    pool_.take_events(out);  // recorded outside any step (admin evictions, an idle engine)
+  }
 }
 
 void Engine::emit_token(Req& r, Nanos t) {
@@ -631,7 +644,6 @@ void Engine::finish(Req& r, FinishReason reason, Nanos t, int error_status) {
   c.preemptions = r.preemptions;
   c.text = std::move(r.text);
 
-  register_full_blocks(r);
   const bool hold = reason == FinishReason::kLength && r.in.kv_transfer &&
                     r.in.kv_transfer->do_remote_decode && prev == ReqState::kRunning;
   if (hold) {

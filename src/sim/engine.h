@@ -216,11 +216,16 @@ class Engine {
   // Admin: drop unreferenced cached blocks (all, or one prefix's chain).
   size_t evict_all(Nanos now);
   size_t evict_prefix(std::span<const TokenId> prefix_tokens, Nanos now);
-  // Blocks of tokens' full-block prefix present in the cache (routing tests).
+  // Blocks of tokens' full-block prefix present in the cache, including blocks the step in
+  // flight is computing (routing tests).
   uint32_t cached_prefix_blocks(std::span<const TokenId> tokens) const;
 
-  // KV cache events recorded since the last call (config.record_kv_events), oldest first.
-  void take_kv_events(std::vector<KvCacheEvent>& out) { pool_.take_events(out); }
+  // KV cache events (config.record_kv_events) not yet taken, oldest first: everything up to
+  // the end of the last completed step, plus, while no step is in flight, what happened since
+  // (admin evictions). What a step's scheduling recorded (the blocks it will compute, the
+  // hashes its allocations evicted) comes out only once that step has completed, as vLLM
+  // publishes a step's events with its output.
+  void take_kv_events(std::vector<KvCacheEvent>& out);
 
   EngineGauges gauges() const;
   const EngineStats& stats() const { return stats_; }
@@ -245,7 +250,11 @@ class Engine {
   bool ensure_blocks(Req& r, uint64_t total_tokens);
   void preempt(Req& r);
   void drop_blocks(Req& r);
-  void register_full_blocks(Req& r);
+  // Registers r's full blocks among its first num_tokens tokens in the prefix cache. Called
+  // when a step is scheduled, with the tokens r will have computed by the step's end (so a
+  // request admitted after r, even in the same step, hits them), and when a P/D pull lands
+  // (never before: pulled blocks hold nothing until then).
+  void cache_full_blocks(Req& r, uint64_t num_tokens);
   bool try_schedule_waiting(Req& r, uint32_t& budget, Nanos t);
   void start_pull(Req& r, Nanos t);
   void emit_token(Req& r, Nanos t);
@@ -283,6 +292,7 @@ class Engine {
   std::deque<std::string> expired_ids_;  // bounded memory of expired handoffs
 
   std::vector<Event> events_;
+  std::vector<KvCacheEvent> kv_events_;  // recorded up to the end of the last completed step
 };
 
 }  // namespace cgn::sim

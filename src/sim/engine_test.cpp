@@ -9,6 +9,7 @@
 namespace cgn::sim {
 namespace {
 
+using testing::concat;
 using testing::find_completion;
 using testing::make_prompt;
 using testing::VirtualCluster;
@@ -93,6 +94,115 @@ TEST(Engine, ChunkedPrefillSplitsALongPromptIntoBudgetSizedSteps) {
   EXPECT_EQ(steps[1].prefill_tokens, budget);
   EXPECT_EQ(steps[2].prefill_tokens, 100u);
   EXPECT_EQ(steps[3].decode_seqs, 1u);
+}
+
+TEST(Engine, SameInstantBurstComputesASharedPrefixOnce) {
+  // 48 prompts arrive together: a 6,000-token shared prefix (375 full blocks) and a 100-token
+  // suffix of their own. The first request's step caches the prefix blocks it is about to
+  // compute, so every sibling admitted after it, in the same step or later, hits them. Prompt
+  // tokens computed: 6,100 + 47 x 100 = 10,800 (16,800 if the second request, admitted into
+  // the first one's step, recomputed the whole prefix).
+  EngineConfig cfg;
+  uint64_t prefill_tokens = 0;
+  cfg.on_step = [&prefill_tokens](const StepInfo& s) { prefill_tokens += s.prefill_tokens; };
+  Engine e(std::move(cfg));
+  ASSERT_EQ(e.config().model.block_size, 16u);
+  const auto prefix = make_prompt(6'000, 7);
+  std::vector<RequestHandle> hs;
+  for (uint64_t i = 0; i < 48; ++i) {
+    auto h = e.add_request(make_request(concat(prefix, make_prompt(100, 1'000 + i)), 4), 0);
+    ASSERT_TRUE(h.ok());
+    hs.push_back(*h);
+  }
+  VirtualCluster c;
+  c.add(e);
+  const auto events = c.run_to_idle();
+  EXPECT_EQ(prefill_tokens, 10'800u);
+  EXPECT_EQ(e.stats().prompt_tokens_computed, 10'800u);
+  EXPECT_EQ(e.stats().prompt_tokens_cached, 47u * 6'000u);
+  for (size_t i = 0; i < hs.size(); ++i) {
+    const Completion* done = find_completion(events, hs[i]);
+    ASSERT_NE(done, nullptr);
+    EXPECT_EQ(done->usage.cached_tokens, i == 0 ? 0u : 6'000u) << "request " << i;
+  }
+}
+
+TEST(Engine, ChunkedLeaderCachesExactlyTheFullBlocksScheduledSoFar) {
+  // A 20,008-token leader behind a 100-token request prefills in three steps of the 8,192-token
+  // budget: 8,092, 8,192, then 3,724 tokens. When each step starts, the cache holds the
+  // leader's full blocks among the tokens scheduled so far and no more: 505 (8,092 = 505 x 16
+  // + 12; the partial block is not cached), 1,017, 1,250. A sibling extending the leader's
+  // prompt arrives during the second step, is admitted in the third beside the leader's last
+  // chunk and hits all 1,250 blocks, including those that step computes.
+  EngineConfig cfg;
+  std::vector<StepInfo> steps;
+  std::vector<uint32_t> leader_cached;
+  const Engine* engine = nullptr;
+  const auto leader = make_prompt(20'008, 11);
+  cfg.on_step = [&](const StepInfo& s) {
+    steps.push_back(s);
+    leader_cached.push_back(engine->cached_prefix_blocks(leader));
+  };
+  Engine e(std::move(cfg));
+  engine = &e;
+  ASSERT_EQ(e.config().model.max_num_batched_tokens, 8'192u);
+  ASSERT_TRUE(e.add_request(make_request(make_prompt(100, 12), 1), 0).ok());
+  ASSERT_TRUE(e.add_request(make_request(leader, 2), 0).ok());
+  e.advance_to(0);
+  ASSERT_EQ(steps.size(), 1u);
+  e.advance_to(steps[0].end);
+  ASSERT_EQ(steps.size(), 2u);
+  const Nanos mid_step_2 = steps[1].start + (steps[1].end - steps[1].start) / 2;
+  auto sibling = e.add_request(make_request(concat(leader, make_prompt(492, 13)), 2), mid_step_2);
+  ASSERT_TRUE(sibling.ok());
+  VirtualCluster c;
+  c.add(e);
+  const auto events = c.run_to_idle();
+
+  ASSERT_GE(steps.size(), 3u);
+  EXPECT_EQ(steps[0].prefill_tokens, 8'192u);
+  EXPECT_EQ(steps[1].prefill_tokens, 8'192u);
+  EXPECT_EQ(steps[2].prefill_tokens, 3'724u + 500u);
+  EXPECT_EQ(leader_cached[0], 505u);
+  EXPECT_EQ(leader_cached[1], 1'017u);
+  EXPECT_EQ(leader_cached[2], 1'250u);
+  const Completion* done = find_completion(events, *sibling);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(done->timing.scheduled, steps[2].start);
+  EXPECT_EQ(done->usage.cached_tokens, 20'000u);
+}
+
+TEST(Engine, KvEventsOfAStepComeOutWhenTheStepEnds) {
+  // Blocks enter the cache when the step that computes them is scheduled; their BlockStored
+  // event is published with the step's output, once it has completed. An admin eviction on an
+  // idle engine comes out at once.
+  EngineConfig cfg;
+  cfg.record_kv_events = true;
+  Engine e(std::move(cfg));
+  const auto prompt = make_prompt(160, 21);  // 10 full blocks
+  ASSERT_TRUE(e.add_request(make_request(prompt, 2), 0).ok());
+  e.advance_to(0);
+  EXPECT_EQ(e.cached_prefix_blocks(prompt), 10u);
+  std::vector<KvCacheEvent> evs;
+  e.take_kv_events(evs);
+  EXPECT_TRUE(evs.empty());
+  e.advance_to(e.next_event_time());  // the prefill step completes; the decode step starts
+  e.take_kv_events(evs);
+  ASSERT_EQ(evs.size(), 1u);
+  EXPECT_EQ(evs[0].kind, KvCacheEvent::Kind::kStored);
+  std::vector<BlockHash> want;
+  extend_block_hashes(prompt, e.config().model.block_size, want);
+  EXPECT_EQ(evs[0].hashes, want);
+  VirtualCluster c;
+  c.add(e);
+  c.run_to_idle();
+  evs.clear();
+  e.take_kv_events(evs);
+  EXPECT_TRUE(evs.empty());  // the reply's 2 tokens fill no new block
+  EXPECT_EQ(e.evict_all(c.now()), 10u);
+  e.take_kv_events(evs);
+  ASSERT_EQ(evs.size(), 1u);
+  EXPECT_EQ(evs[0].kind, KvCacheEvent::Kind::kAllCleared);
 }
 
 TEST(Engine, ContinuousBatchingRespectsMaxNumSeqsAndTokenBudget) {

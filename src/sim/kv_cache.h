@@ -20,7 +20,8 @@
 //   report (vllm/v1/core/block_pool.py): BlockStored when full blocks enter
 //   the prefix cache, BlockRemoved when a cached hash is dropped (LRU reuse
 //   or admin eviction), AllBlocksCleared when a reset leaves no cached block.
-//   The shell drains them (take_events) and publishes them (kv_events.h).
+//   The engine hands them out once the step that recorded them has completed
+//   (Engine::take_kv_events) and the shell publishes them (kv_events.h).
 //
 // Thread safety: none; owned by one Engine.
 #pragma once

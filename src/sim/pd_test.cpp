@@ -98,6 +98,40 @@ TEST(PrefillDecode, RoundTripTransfersTheBlocksInsteadOfPrefilling) {
   EXPECT_EQ(s.p.cached_prefix_blocks(prompt), 5000u / 16u);
 }
 
+TEST(PrefillDecode, PulledBlocksEnterThePrefixCacheOnlyOnceTheTransferLands) {
+  // The decode leg's blocks are allocated when it is admitted but hold nothing until the pull
+  // lands, so they are cached then, not when allocated: a request arriving during the transfer
+  // with the same first 2,000 tokens hits none of them and prefills its prompt itself.
+  Pair s;
+  const auto prompt = make_prompt(5000, 31);  // 312 full blocks + an 8-token tail
+  const Completion pre = s.run(s.p, prefill_leg(prompt, "req-l"), 0);
+  ASSERT_TRUE(pre.kv_transfer_params.has_value());
+  const Nanos t1 = pre.timing.finished;
+  auto dec = s.d.add_request(decode_leg(prompt, pre.kv_transfer_params, 4), t1);
+  ASSERT_TRUE(dec.ok());
+  s.cluster.run_until(t1);  // admitted, blocks claimed, transfer under way
+  ASSERT_EQ(s.cluster.pull_results().size(), 1u);
+  ASSERT_EQ(s.cluster.pull_results()[0], ClaimStatus::kOk);
+  EXPECT_EQ(s.d.gauges().waiting_for_kv, 1u);
+  EXPECT_EQ(s.d.cached_prefix_blocks(prompt), 0u);
+
+  const Nanos transfer = s.d.config().model.kv_transfer_time(312u * 16u);
+  const std::vector<TokenId> head(prompt.begin(), prompt.begin() + 2000);
+  auto sibling = s.d.add_request(decode_leg(testing::concat(head, make_prompt(100, 32)), std::nullopt, 4),
+                                 t1 + transfer / 2);
+  ASSERT_TRUE(sibling.ok());
+  auto events = s.cluster.run_until(t1 + transfer);  // the pull lands
+  EXPECT_EQ(s.d.cached_prefix_blocks(prompt), 312u);
+  const auto rest = s.cluster.run_until(t1 + 60 * kNanosPerSecond);
+  events.insert(events.end(), rest.begin(), rest.end());
+  const Completion* sc = find_completion(events, *sibling);
+  ASSERT_NE(sc, nullptr);
+  EXPECT_EQ(sc->usage.cached_tokens, 0u);
+  const Completion* dc = find_completion(events, *dec);
+  ASSERT_NE(dc, nullptr);
+  EXPECT_EQ(dc->transferred_tokens, 312u * 16u);
+}
+
 TEST(PrefillDecode, StopAsFirstTokenReturnsNoParamsAndDecodeRecomputes) {
   Pair s;
   const auto prompt = make_prompt(800, 2);

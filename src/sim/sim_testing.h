@@ -95,4 +95,11 @@ inline std::vector<TokenId> make_prompt(uint32_t n, uint64_t salt) {
   return v;
 }
 
+// prefix followed by suffix.
+inline std::vector<TokenId> concat(const std::vector<TokenId>& prefix, const std::vector<TokenId>& suffix) {
+  std::vector<TokenId> v = prefix;
+  v.insert(v.end(), suffix.begin(), suffix.end());
+  return v;
+}
+
 }  // namespace cgn::sim::testing
