@@ -380,6 +380,19 @@ TEST(Gateway, ClientKvTransferParamsAre400AndReachNoNode) {
   EXPECT_EQ(c.metric("cgn_router_rejections_total{reason=\"kv_transfer_params\"}"), 3.0);
 }
 
+TEST(Gateway, AConnectionOverTheCapIs503ServerBusyAndCounted) {
+  Cluster c({.nodes = 1, .tweak = [](config::RouterConfig& rc) { rc.limits.max_connections = 1; }});
+  Client first(c.port());
+  ASSERT_EQ(first.get("/health").status, 200u);  // its keep-alive connection stays open
+  Client second(c.port());
+  const Reply busy = second.get("/health");
+  EXPECT_EQ(busy.status, 503u);
+  EXPECT_EQ(busy.json()["error"]["code"], "server_busy") << busy.body;
+  EXPECT_EQ(busy.header("Retry-After"), "1");
+  EXPECT_EQ(c.metric("cgn_router_rejections_total{reason=\"connections\"}"), 1.0);
+  EXPECT_EQ(first.post("/v1/chat/completions", chat_body("still served")).status, 200u);
+}
+
 TEST(Gateway, ModelsIsTheUnionOfHealthyNodesAndHealthCountsNodes) {
   Cluster c;
   Client cl(c.port());
