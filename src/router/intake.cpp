@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 
+#include "core/http/proxy_headers.h"
 #include "core/log.h"
 
 namespace cgn::router {
@@ -20,22 +21,12 @@ log::Logger logger() {
 
 }  // namespace
 
-std::string_view client_address(std::string_view remote) {
-  const size_t colon = remote.rfind(':');
-  if (colon == std::string_view::npos) {
-    return remote;
-  }
-  const std::string_view port = remote.substr(colon + 1);
-  const bool numeric = !port.empty() && port.find_first_not_of("0123456789") == std::string_view::npos;
-  return numeric ? remote.substr(0, colon) : remote;
-}
-
 RejectionLog::RejectionLog(RouterMetrics& metrics, std::chrono::milliseconds interval, size_t max_clients)
     : metrics_(metrics), interval_(interval), max_clients_(std::max<size_t>(1, max_clients)) {}
 
 void RejectionLog::note(std::string_view reason, std::string_view remote) {
   metrics_.rejected(reason);
-  const std::string_view addr = remote.empty() ? std::string_view("unknown") : client_address(remote);
+  const std::string_view addr = remote.empty() ? std::string_view("unknown") : http::peer_address(remote);
   std::string key;
   key.reserve(reason.size() + 1 + addr.size());
   key.append(reason).append(" ").append(addr);

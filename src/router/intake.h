@@ -36,9 +36,6 @@ inline constexpr std::string_view kBufferedBytes = "buffered_bytes";  // [router
 inline constexpr std::string_view kKvTransferParams = "kv_transfer_params";  // a client sent them
 }  // namespace reject_reason
 
-// The address part of "ADDR:PORT" (Exchange::remote_address()); the input when it has no port.
-std::string_view client_address(std::string_view remote);
-
 // Counts refusals and logs them at most once per (reason, client address) per `interval`; the
 // next line says how many were suppressed meanwhile. The table is bounded by `max_clients`.
 class RejectionLog {

@@ -22,13 +22,6 @@ http::Request request(std::string target, std::vector<std::pair<std::string, std
   return r;
 }
 
-TEST(Intake, client_address_drops_the_port) {
-  EXPECT_EQ(client_address("10.0.0.7:51234"), "10.0.0.7");
-  EXPECT_EQ(client_address("::1:51234"), "::1");
-  EXPECT_EQ(client_address("10.0.0.7"), "10.0.0.7");
-  EXPECT_EQ(client_address(""), "");
-}
-
 TEST(Intake, rejections_are_counted_every_time_and_logged_once_per_reason_and_client_per_interval) {
   RouterMetrics m;
   RejectionLog log(m, 1h);

@@ -1,24 +1,12 @@
 #include "core/http/proxy_headers.h"
 
+#include <boost/beast/core/string.hpp>
+
 namespace cgn::http {
 
 namespace {
 
-char lower(char c) {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (lower(a[i]) != lower(b[i])) {
-      return false;
-    }
-  }
-  return true;
-}
+using boost::beast::iequals;
 
 bool istarts_with(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
@@ -113,11 +101,18 @@ void copy_response_headers(const Fields& in, Fields& out, bool drop_cognitora) {
   }
 }
 
-void set_forwarded_for(Fields& out, std::string_view remote_address) {
-  std::string_view addr = remote_address;
-  if (const size_t colon = addr.rfind(':'); colon != std::string_view::npos) {
-    addr = addr.substr(0, colon);
+std::string_view peer_address(std::string_view remote_address) {
+  const size_t colon = remote_address.rfind(':');
+  if (colon == std::string_view::npos) {
+    return remote_address;
   }
+  const std::string_view port = remote_address.substr(colon + 1);
+  const bool numeric = !port.empty() && port.find_first_not_of("0123456789") == std::string_view::npos;
+  return numeric ? remote_address.substr(0, colon) : remote_address;
+}
+
+void set_forwarded_for(Fields& out, std::string_view remote_address) {
+  const std::string_view addr = peer_address(remote_address);
   if (addr.empty()) {
     out.erase("X-Forwarded-For");
     return;

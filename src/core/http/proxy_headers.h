@@ -40,6 +40,10 @@ void copy_forwarded_headers(const Fields& in, Fields& out);
 // with `drop_cognitora` not the Cognitora headers either (the router sets its own for the client).
 void copy_response_headers(const Fields& in, Fields& out, bool drop_cognitora = false);
 
+// The address part of "ADDR:PORT" (Exchange::remote_address(); IPv6 without brackets); the input
+// itself when it ends in no port.
+std::string_view peer_address(std::string_view remote_address);
+
 // X-Forwarded-For for the next hop: the peer's address from "ADDR:PORT" (what the client sent is
 // never trusted or appended to).
 void set_forwarded_for(Fields& out, std::string_view remote_address);

@@ -93,6 +93,13 @@ TEST(ProxyHeaders, responses_lose_hop_by_hop_fields_and_on_request_the_cognitora
   EXPECT_EQ(to_client["X-Sim-Ttft-Ms"], "12");
 }
 
+TEST(ProxyHeaders, peer_address_drops_the_port) {
+  EXPECT_EQ(peer_address("10.0.0.7:51234"), "10.0.0.7");
+  EXPECT_EQ(peer_address("::1:51234"), "::1");
+  EXPECT_EQ(peer_address("10.0.0.7"), "10.0.0.7");
+  EXPECT_EQ(peer_address(""), "");
+}
+
 TEST(ProxyHeaders, x_forwarded_for_is_the_peer_address_never_the_clients_value) {
   Fields out;
   out.set("X-Forwarded-For", "6.6.6.6");
