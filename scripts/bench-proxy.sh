@@ -8,6 +8,9 @@
 #   3. HOLD_STREAMS concurrent open streams through the router: RSS per stream.
 # Writes RESULT_DIR/proxy.md (numbers and method) and RESULT_DIR/proxy-raw.jsonl.
 # Usage: scripts/bench-proxy.sh [BUILD_DIR]   (env knobs below). Not part of `make test`: minutes.
+# A/B against another build: BASE_BIN=/path/to/old/bin adds that cgn-router to the alternating
+# closed-loop runs (same upstream, nginx and core) and prints each router's req/s and their ratio;
+# with CLOSED_ONLY=1 the script stops there (no open-loop, stream or hold sections, no report).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -76,8 +79,12 @@ if [[ $BENCH_SCHED == fifo ]]; then
 fi
 
 WORK=$(mktemp -d /tmp/cgn-bench-proxy-XXXXXX)
-# Router configuration: no admission cap (nginx has none; the hold test needs 10,000 in flight).
-printf '[router]\nlisten = "127.0.0.1:0"\npolicy = "kv"\n[router.admission]\nmax_queue = 0\n' >"$WORK/router.toml"
+# Router configuration: no admission cap (nginx has none; the hold test needs 10,000 in flight),
+# and a connection cap above the hold test's streams. A BASE_BIN router gets the same minus the
+# keys an older build may not know.
+printf '[router]\nlisten = "127.0.0.1:0"\npolicy = "kv"\n[router.admission]\nmax_queue = 0\n' >"$WORK/router-base.toml"
+cp "$WORK/router-base.toml" "$WORK/router.toml"
+printf '[router.limits]\nmax_connections = %d\n' $((2 * HOLD_STREAMS + 1024)) >>"$WORK/router.toml"
 RAW=$WORK/raw.jsonl
 : >"$RAW"
 PIDS=()
@@ -101,10 +108,10 @@ start_upstream() {
   wait_file "$WORK/$name.port"; eval "PORT_$name=$(cat "$WORK/$name.port")"
 }
 
-# start_router NAME UPSTREAM_PORT -> PORT_<NAME>, PID_<NAME>; waits until the node is routable
+# start_router NAME UPSTREAM_PORT [BIN_DIR] -> PORT_<NAME>, PID_<NAME>; waits until the node is routable
 start_router() {
-  local name=$1 up=$2
-  "${PRIO[@]}" taskset -c "$PROXY_CPU" "$BIN/cgn-router" --config "$WORK/router.toml" --listen 127.0.0.1:0 --port-file "$WORK/$name.port" \
+  local name=$1 up=$2 bin=${3:-$BIN} config=${4:-router.toml}
+  "${PRIO[@]}" taskset -c "$PROXY_CPU" "$bin/cgn-router" --config "$WORK/$config" --listen 127.0.0.1:0 --port-file "$WORK/$name.port" \
     --node "http://127.0.0.1:$up" --policy kv --threads 1 --log-level warn --poll-interval-ms 1000 \
     --dashboard-dir "$WORK" 2>>"$WORK/$name.log" &
   PIDS+=($!); eval "PID_$name=$!"
@@ -192,13 +199,36 @@ start_router router "$PORT_up"
 # Warm both (connection pools, allocator) before measuring.
 load warm_nginx "$PORT_nginx" --mode closed -c "$CONNS" --requests 2000 >/dev/null
 load warm_router "$PORT_router" --mode closed -c "$CONNS" --requests 2000 >/dev/null
+PROXIES="nginx router"
+if [[ -n ${BASE_BIN:-} ]]; then
+  start_router base "$PORT_up" "$BASE_BIN" router-base.toml
+  load warm_base "$PORT_base" --mode closed -c "$CONNS" --requests 2000 >/dev/null
+  PROXIES="nginx router base"
+fi
 for i in $(seq 1 "$RUNS"); do
-  if ((i % 2)); then order="nginx router"; else order="router nginx"; fi
+  if ((i % 2)); then order=$PROXIES; else order=$(echo "$PROXIES" | tr ' ' '\n' | tac | tr '\n' ' '); fi
   for p in $order; do
     port_var=PORT_$p
     load "closed_$p" "${!port_var}" --mode closed -c "$CONNS" --warmup "$WARMUP" -d "$DURATION" >/dev/null
   done
 done
+if [[ -n ${BASE_BIN:-} ]]; then
+  stop_pid "$PID_base"
+  python3 - "$RAW" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+med = {p: statistics.median(r["result"]["rps"] for r in rows if r["label"] == "closed_" + p)
+       for p in ("nginx", "router", "base")}
+runs = {p: [round(r["result"]["rps"]) for r in rows if r["label"] == "closed_" + p] for p in med}
+print(f"closed loop req/s (median of {len(runs['router'])}): nginx {med['nginx']:.0f} {runs['nginx']}, "
+      f"router {med['router']:.0f} {runs['router']}, base router {med['base']:.0f} {runs['base']}")
+print(f"router / base = {med['router'] / med['base']:.3f}; router / nginx = {med['router'] / med['nginx']:.3f}, "
+      f"base / nginx = {med['base'] / med['nginx']:.3f}")
+EOF
+  if [[ ${CLOSED_ONLY:-0} == 1 ]]; then
+    exit 0
+  fi
+fi
 NGINX_MAX=$(python3 - "$RAW" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "core/digest.h"
+#include "core/http/proxy_headers.h"
 #include "core/log.h"
 #include "core/openai_error.h"
 
@@ -35,18 +36,6 @@ bool iequals(std::string_view a, std::string_view b) {
 
 bool starts_with_ci(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
-}
-
-// RFC 9110 §7.6.1 hop-by-hop fields, plus the framing the server and client set themselves.
-bool hop_by_hop(std::string_view name) {
-  for (std::string_view h :
-       {"connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
-        "trailer", "transfer-encoding", "upgrade", "content-length", "host"}) {
-    if (iequals(name, h)) {
-      return true;
-    }
-  }
-  return false;
 }
 
 // Bounded label values (DESIGN.md §10): never the raw path.
@@ -87,6 +76,29 @@ double seconds_since(Clock::time_point t) {
 }  // namespace
 
 // --- pure helpers ------------------------------------------------------------------------------
+
+bool request_from_router(const http::Request& req) {
+  const std::string_view role = req["X-CGN-Role"];
+  return role == "prefill" || role == "decode";
+}
+
+Result<std::optional<std::string>, StripError> strip_kv_transfer_params(std::string_view body) {
+  // No key can spell kv_transfer_params without these bytes (a \u escape may spell any letter).
+  if (body.find("kv_transfer") == std::string_view::npos && body.find("\\u") == std::string_view::npos) {
+    return std::optional<std::string>{};
+  }
+  auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    // An engine's parser may read what ours does not (Python's json takes NaN): refuse rather
+    // than forward a body whose keys we could not see.
+    return make_error(StripError::kUnreadable,
+                      "the body may name kv_transfer_params but is not a JSON object the agent can read");
+  }
+  if (j.erase("kv_transfer_params") == 0) {
+    return std::optional<std::string>{};
+  }
+  return std::optional<std::string>{j.dump()};
+}
 
 void StreamedReply::add_event(std::string_view data) {
   if (data.empty() || data.front() != '{') {
@@ -339,10 +351,22 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
   const bool want_digests = static_cast<bool>(recorder) && req.method() == http::Verb::post &&
                             (ep == "chat" || ep == "completions");
 
-  http::Request up{req.method(), req.target(), 11};
-  for (const auto& f : req) {
-    if (!hop_by_hop(f.name_string())) {
-      up.insert(f.name_string(), f.value());
+  // Inference paths go to the engine without a query string; other /v1/ paths keep theirs.
+  const bool inference = ep == "chat" || ep == "completions" || ep == "embeddings";
+  const std::string_view target = inference ? std::string_view(path) : std::string_view(req.target());
+  http::Request up{req.method(), target, 11};
+  http::copy_forwarded_headers(req, up);  // core/http/proxy_headers.h: the same rules as the router's
+  if (!request_from_router(req)) {
+    auto stripped = strip_kv_transfer_params(req.body());
+    if (!stripped) {
+      co_await ex.respond_error(bad_request(stripped.error().message, "kv_transfer_params"));
+      done(ep, 400, start);
+      co_return;
+    }
+    if (stripped->has_value()) {
+      CGN_LOG_DEBUG(log, "dropped kv_transfer_params from a request not sent by the router",
+                    log::kv("client", ex.remote_address()));
+      req.body() = std::move(**stripped);
     }
   }
   // The request body is kept for the digests (computed after the answer); copied only then.
@@ -389,11 +413,7 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
 
   const unsigned status = stream->status();
   http::Fields headers;
-  for (const auto& f : stream->headers()) {
-    if (!hop_by_hop(f.name_string())) {
-      headers.insert(f.name_string(), f.value());
-    }
-  }
+  http::copy_response_headers(stream->headers(), headers);
   const bool sse = starts_with_ci(stream->headers()[http::Field::content_type], "text/event-stream");
   const bool sized = stream->headers().find(http::Field::content_length) != stream->headers().end();
 

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -99,6 +100,20 @@ class StreamedReply {
  private:
   AssistantReply reply_;
 };
+
+// Whether a request reached the agent from the Cognitora router, the only sender allowed to set
+// `kv_transfer_params` (a client's would point the engine at a host of its choosing and pin KV
+// blocks). The router marks its prefill and decode legs with X-CGN-Role: prefill|decode; until a
+// cluster credential is configured that marker is all there is, and a client that can reach the
+// agent directly can forge it (keep the agent's port inside the cluster). A cluster credential
+// check belongs here, in this one function.
+bool request_from_router(const http::Request& req);
+
+// The body without its top-level `kv_transfer_params`: nullopt when it has none (the body is
+// forwarded untouched), an error message when it names them but is not a JSON object we can
+// rewrite (the request is then refused rather than forwarded).
+enum class StripError { kUnreadable };
+Result<std::optional<std::string>, StripError> strip_kv_transfer_params(std::string_view body);
 
 // The digest chain of a completed request on `path`: chat (with `reply` appended when given)
 // or completions; empty for other paths or a body that does not parse.

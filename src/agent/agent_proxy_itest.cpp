@@ -68,11 +68,27 @@ struct Recorder {
 
 class Sim {
  public:
-  Sim() {
+  // `fault_rules`: the simulator's --fault-rules file (sim/fault_rules.h); empty: none.
+  explicit Sim(const std::string& fault_rules = "") {
     const std::string port_file = dir_.file("port");
-    proc_ = std::make_unique<cgn::testing::Process>(std::vector<std::string>{
-        cgn::testing::bin_path("cgn-engine-sim"), "--flavor", "vllm", "--model", "m", "--port", "0",
-        "--port-file", port_file, "--time-scale", "0.01", "--mode", "echo"});
+    std::vector<std::string> argv{cgn::testing::bin_path("cgn-engine-sim"),
+                                  "--flavor",
+                                  "vllm",
+                                  "--model",
+                                  "m",
+                                  "--port",
+                                  "0",
+                                  "--port-file",
+                                  port_file,
+                                  "--time-scale",
+                                  "0.01",
+                                  "--mode",
+                                  "echo"};
+    if (!fault_rules.empty()) {
+      cgn::testing::write_file(dir_.file("fault-rules"), fault_rules);
+      argv.insert(argv.end(), {"--fault-rules", dir_.file("fault-rules")});
+    }
+    proc_ = std::make_unique<cgn::testing::Process>(std::move(argv));
     port_ = cgn::testing::wait_for_port_file(port_file, 20s);
   }
   uint16_t port() const { return static_cast<uint16_t>(port_); }
@@ -257,7 +273,7 @@ TEST(AgentProxy, digests_run_off_the_worker_so_the_next_request_does_not_wait) {
 }
 
 TEST(AgentProxy, completions_record_the_prompt_and_failures_record_nothing) {
-  Sim sim;
+  Sim sim("prompt:fail-with-500 error=500\n");
   Recorder rec;
   Harness h(sim.port(), rec.fn());
   const std::string body =
@@ -271,9 +287,8 @@ TEST(AgentProxy, completions_record_the_prompt_and_failures_record_nothing) {
   auto bad = h.post("/v1/completions", nlohmann::json{{"model", "other"}, {"prompt", "x"}}.dump());
   ASSERT_TRUE(bad.ok());
   EXPECT_EQ(bad->result_int(), 404u);
-  http::Fields fault;
-  fault.set("X-Sim-Fault", "error=500");
-  auto err = h.post("/v1/completions", body, fault);
+  auto err = h.post("/v1/completions",
+                    nlohmann::json{{"model", "m"}, {"prompt", long_text("p") + " fail-with-500"}}.dump());
   ASSERT_TRUE(err.ok());
   EXPECT_EQ(err->result_int(), 500u);
   // Embeddings are relayed but hold no KV prefix.
@@ -328,16 +343,20 @@ TEST(AgentProxy, engine_down_is_503_while_not_ready_and_502_once_ready) {
 struct EchoUpstream {
   EchoUpstream() {
     http::RouteTable routes;
-    routes.post("/v1/echo", [this](http::Exchange& ex) -> asio::awaitable<void> {
+    auto echo = [this](http::Exchange& ex) -> asio::awaitable<void> {
       {
         std::lock_guard lock(mu);
         body = ex.request().body();
+        target = std::string(ex.request().target());
+        headers.clear();
         for (const auto& f : ex.request()) {
           headers[std::string(f.name_string())] = std::string(f.value());
         }
       }
       co_await ex.respond(http::make_response(200, "{\"ok\":true}"));
-    });
+    };
+    routes.post("/v1/echo", echo);
+    routes.post("/v1/completions", echo);
     routes.post("/v1/chat/completions", [this](http::Exchange& ex) -> asio::awaitable<void> {
       (void)co_await ex.begin_sse();
       asio::steady_timer t(co_await asio::this_coro::executor);
@@ -371,6 +390,7 @@ struct EchoUpstream {
   ~EchoUpstream() { server->stop(0ms); }
   std::mutex mu;
   std::string body;
+  std::string target;
   std::map<std::string, std::string> headers;
   std::atomic<bool> gone{false};
   std::unique_ptr<http::Server> server;
@@ -394,6 +414,70 @@ TEST(AgentProxy, body_is_forwarded_byte_for_byte_without_hop_by_hop_headers) {
   EXPECT_EQ(up.headers["X-CGN-Request-Id"], "req-1");
   EXPECT_FALSE(up.headers.contains("Proxy-Authorization"));
   EXPECT_FALSE(up.headers.contains("Keep-Alive"));
+}
+
+// Probe: kv_transfer_params sent straight to an agent made its engine pull "KV" from a host of the
+// client's choosing and pin KV blocks. Now the agent drops them unless the router sent them.
+TEST(AgentProxy, kv_transfer_params_reach_the_engine_only_from_the_router) {
+  EchoUpstream up;
+  Harness h(up.port, nullptr, "");
+  const std::string ssrf =
+      R"({"model":"m","prompt":"x","kv_transfer_params":{"do_remote_prefill":true,"remote_host":"10.9.9.9",)"
+      R"("remote_port":5600,"remote_block_ids":[1,2]}})";
+  auto direct = h.post("/v1/completions", ssrf);
+  ASSERT_TRUE(direct.ok());
+  EXPECT_EQ(direct->result_int(), 200u);
+  {
+    std::lock_guard lock(up.mu);
+    const auto seen = nlohmann::json::parse(up.body);
+    EXPECT_FALSE(seen.contains("kv_transfer_params")) << up.body;
+    EXPECT_EQ(seen["prompt"], "x");
+  }
+  // A key spelled with an escape is the same key.
+  auto escaped = h.post("/v1/completions", R"({"model":"m","prompt":"x","kv_transfer\u005fparams":{"a":1}})");
+  ASSERT_TRUE(escaped.ok());
+  {
+    std::lock_guard lock(up.mu);
+    EXPECT_EQ(up.body.find("kv_transfer"), std::string::npos) << up.body;
+  }
+  // A body the agent cannot read (Python's json would: NaN) is refused, not forwarded unseen.
+  auto unreadable = h.post("/v1/completions", R"({"model":"m","x":NaN,"kv_transfer_params":{"a":1}})");
+  ASSERT_TRUE(unreadable.ok());
+  EXPECT_EQ(unreadable->result_int(), 400u);
+  EXPECT_NE(unreadable->body().find("kv_transfer_params"), std::string::npos);
+  // The router's decode leg keeps them, byte for byte.
+  http::Fields leg;
+  leg.set("X-CGN-Role", "decode");
+  auto from_router = h.post("/v1/completions", ssrf, leg);
+  ASSERT_TRUE(from_router.ok());
+  std::lock_guard lock(up.mu);
+  EXPECT_EQ(up.body, ssrf);
+}
+
+// Probe: every client header reached the engine (X-Sim-Fault: exit shut simulators down), and so
+// did the query string. Now the agent applies the router's allow-list and drops the query.
+TEST(AgentProxy, only_allow_listed_and_cognitora_headers_reach_the_engine_without_a_query) {
+  EchoUpstream up;
+  Harness h(up.port, nullptr, "");
+  http::Fields extra;
+  extra.set("X-Sim-Fault", "exit");
+  extra.set("Authorization", "Bearer client-key");
+  extra.set("Cookie", "a=b");
+  extra.set("OpenAI-Project", "proj-1");
+  extra.set("X-Request-Id", "cgn-0123");
+  extra.set("X-Forwarded-For", "10.0.0.1");
+  auto r = h.post("/v1/completions?debug=1", R"({"model":"m","prompt":"x"})", extra);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->result_int(), 200u);
+  std::lock_guard lock(up.mu);
+  EXPECT_EQ(up.target, "/v1/completions");
+  EXPECT_FALSE(up.headers.contains("X-Sim-Fault"));
+  EXPECT_FALSE(up.headers.contains("Authorization"));
+  EXPECT_FALSE(up.headers.contains("Cookie"));
+  EXPECT_EQ(up.headers["OpenAI-Project"], "proj-1");
+  EXPECT_EQ(up.headers["X-Request-Id"], "cgn-0123");
+  EXPECT_EQ(up.headers["X-Forwarded-For"], "10.0.0.1");
+  EXPECT_EQ(up.headers["Content-Type"], "application/json");
 }
 
 TEST(AgentProxy, client_disconnect_cancels_the_engine_stream) {

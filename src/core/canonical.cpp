@@ -730,6 +730,7 @@ Result<ParsedRequest, RequestError> parse_openai_request(Endpoint endpoint, std:
   Field tools;
   Field user;
   Field prompt_cache_key;
+  bool has_kv_transfer_params = false;
   for (dom::key_value_pair kv : as_object(*root)) {
     const std::string_view k = kv.key;
     if (k == "model") {
@@ -755,11 +756,14 @@ Result<ParsedRequest, RequestError> parse_openai_request(Endpoint endpoint, std:
       user.set(kv.value);
     } else if (k == "prompt_cache_key") {
       prompt_cache_key.set(kv.value);
+    } else if (k == "kv_transfer_params") {
+      has_kv_transfer_params = true;
     }
   }
 
   ParsedRequest out;
   out.endpoint = endpoint;
+  out.has_kv_transfer_params = has_kv_transfer_params;
   if (!model.present_non_null()) {
     return fail(RequestError::kMissingField, "'model' is required");
   }

@@ -41,12 +41,12 @@ inline constexpr char kGroupSep = '\x1d';   // starts a tool call
 // truncation, so a bound can never silently change a digest.
 struct RequestLimits {
   size_t max_body_bytes = size_t{4} * 1024 * 1024;
-  size_t max_json_depth = 64;              // nesting of arrays and objects, the top-level object counts as 1
-  size_t max_messages = 2048;              // chat messages
-  size_t max_content_parts = 1024;         // per message
-  size_t max_tool_calls = 256;             // per message
-  size_t max_tools = 512;                  // entries of `tools`
-  size_t max_prompts = 2048;               // entries of a completions `prompt` / embeddings `input` array
+  size_t max_json_depth = 64;       // nesting of arrays and objects, the top-level object counts as 1
+  size_t max_messages = 2048;       // chat messages
+  size_t max_content_parts = 1024;  // per message
+  size_t max_tool_calls = 256;      // per message
+  size_t max_tools = 512;           // entries of `tools`
+  size_t max_prompts = 2048;        // entries of a completions `prompt` / embeddings `input` array
   size_t max_prompt_tokens = size_t{1024} * 1024;  // token ids in one prompt
 };
 
@@ -74,6 +74,9 @@ struct ParsedRequest {
   std::string canonical_tools;  // empty when has_tools is false
   // Session affinity key: `prompt_cache_key`, else `user`; empty when neither.
   std::string session_key;
+  // The body names `kv_transfer_params` (any value, null included). Only the router may set it,
+  // between prefill and decode legs; the gateway refuses a client's.
+  bool has_kv_transfer_params = false;
 };
 
 enum class RequestError {

@@ -521,5 +521,24 @@ TEST(Canonical, reply_parser_rejects_responses_without_a_message) {
   EXPECT_TRUE(plain->tool_calls.empty());
 }
 
+TEST(Canonical, kv_transfer_params_are_noticed_however_the_key_is_spelled) {
+  const std::string base = R"({"model":"m","messages":[{"role":"user","content":"x"}])";
+  for (const std::string& extra : {std::string(R"(,"kv_transfer_params":{"remote_host":"h"}})"),
+                                   std::string(R"(,"kv_transfer\u005fparams":{"remote_host":"h"}})"),
+                                   std::string(R"(,"kv_transfer_params":null})"),
+                                   std::string(R"(,"kv_transfer_params":1,"kv_transfer_params":null})")}) {
+    auto r = parse_openai_request(Endpoint::kChat, base + extra);
+    ASSERT_TRUE(r.ok()) << extra;
+    EXPECT_TRUE(r->has_kv_transfer_params) << extra;
+  }
+  auto plain = parse_openai_request(Endpoint::kChat, base + R"(,"x":{"kv_transfer_params":1}})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->has_kv_transfer_params);  // only the top level is a request field
+  auto comp =
+      parse_openai_request(Endpoint::kCompletions, R"({"model":"m","prompt":"p","kv_transfer_params":{}})");
+  ASSERT_TRUE(comp.ok());
+  EXPECT_TRUE(comp->has_kv_transfer_params);
+}
+
 }  // namespace
 }  // namespace cgn

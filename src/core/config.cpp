@@ -25,6 +25,9 @@ void read_limits(TableReader& r, LimitsConfig& c) {
   r.get("max_json_depth", c.max_json_depth, {1, 1024});
   r.get("max_messages", c.max_messages, {1, 1u << 20});
   r.get("max_header_bytes", c.max_header_bytes, {1024, 1u << 20});
+  r.get("max_connections", c.max_connections, {1, 1u << 20});
+  r.get("max_buffered_bytes", c.max_buffered_bytes, {1u << 20, uint64_t{1} << 40});
+  r.get("reject_log_interval_s", c.reject_log_interval_s, {1, 86'400});
 }
 
 void read_timeouts(TableReader& r, TimeoutsConfig& c) {
@@ -131,6 +134,10 @@ void read_router(TableReader& r, RouterConfig& c) {
                        r.key_path(cert ? "tls_key" : "tls_cert")));
   }
   r.table("limits", [&](TableReader& t) { read_limits(t, c.limits); });
+  r.table("metrics", [&](TableReader& t) {
+    t.get_host_port("listen", c.metrics.listen);
+    t.get_secret_env("key_env", c.metrics.key);
+  });
   r.table("timeouts", [&](TableReader& t) { read_timeouts(t, c.timeouts); });
   r.table("routing", [&](TableReader& t) { read_routing(t, c.routing); });
   r.table("admission", [&](TableReader& t) { read_admission(t, c.admission); });
@@ -320,7 +327,17 @@ std::string dump_config(const CognitoraConfig& c) {
   toml::table limits{{"max_body_bytes", as_int(r.limits.max_body_bytes)},
                      {"max_json_depth", r.limits.max_json_depth},
                      {"max_messages", r.limits.max_messages},
-                     {"max_header_bytes", r.limits.max_header_bytes}};
+                     {"max_header_bytes", r.limits.max_header_bytes},
+                     {"max_connections", r.limits.max_connections},
+                     {"max_buffered_bytes", as_int(r.limits.max_buffered_bytes)},
+                     {"reject_log_interval_s", r.limits.reject_log_interval_s}};
+  toml::table metrics;
+  if (!r.metrics.listen.empty()) {
+    metrics.insert("listen", r.metrics.listen);
+  }
+  if (!r.metrics.key.env_name().empty()) {
+    metrics.insert("key_env", r.metrics.key.env_name());  // the variable's name, never its value
+  }
   toml::table timeouts{{"connect_ms", r.timeouts.connect_ms},
                        {"first_token_ms", r.timeouts.first_token_ms},
                        {"idle_ms", r.timeouts.idle_ms},
@@ -383,6 +400,7 @@ std::string dump_config(const CognitoraConfig& c) {
                      {"tls_cert", r.tls_cert},
                      {"tls_key", r.tls_key},
                      {"limits", std::move(limits)},
+                     {"metrics", std::move(metrics)},
                      {"timeouts", std::move(timeouts)},
                      {"routing", std::move(routing)},
                      {"admission", std::move(admission)},

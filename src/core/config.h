@@ -30,7 +30,16 @@ struct LimitsConfig {
   uint64_t max_body_bytes = 8u << 20;  // 8 MiB
   uint32_t max_json_depth = 64;
   uint32_t max_messages = 4096;
-  uint32_t max_header_bytes = 16u << 10;  // 16 KiB, all request headers together
+  uint32_t max_header_bytes = 16u << 10;   // 16 KiB, all request headers together
+  uint32_t max_connections = 4096;         // open client connections; one more gets 503
+  uint64_t max_buffered_bytes = 1u << 30;  // request bodies in memory, all connections; over: 503
+  uint32_t reject_log_interval_s = 10;     // one "request refused" line per client address per interval
+};
+
+// [router.metrics]: who may read /metrics.
+struct MetricsConfig {
+  std::string listen;  // HOST:PORT of a listener serving only /metrics; empty: the API listener serves it
+  Secret key;          // from the variable named by key_env: bearer token /metrics then requires
 };
 
 // [router.timeouts], milliseconds.
@@ -117,6 +126,7 @@ struct RouterConfig {
   std::string tls_cert;                  // both or neither
   std::string tls_key;
   LimitsConfig limits;
+  MetricsConfig metrics;
   TimeoutsConfig timeouts;
   RoutingConfig routing;
   AdmissionConfig admission;

@@ -58,6 +58,11 @@ TEST(Config, EmptyFileGivesDocumentedDefaults) {
   EXPECT_EQ(c.router.limits.max_json_depth, 64u);
   EXPECT_EQ(c.router.limits.max_messages, 4096u);
   EXPECT_EQ(c.router.limits.max_header_bytes, 16u << 10);
+  EXPECT_EQ(c.router.limits.max_connections, 4096u);
+  EXPECT_EQ(c.router.limits.max_buffered_bytes, uint64_t{1} << 30);
+  EXPECT_EQ(c.router.limits.reject_log_interval_s, 10u);
+  EXPECT_EQ(c.router.metrics.listen, "");
+  EXPECT_TRUE(c.router.metrics.key.empty());
   EXPECT_EQ(c.router.timeouts.connect_ms, 2000u);
   EXPECT_EQ(c.router.routing.block_bytes, 256u);
   EXPECT_EQ(c.router.routing.index_ttl_s, 120u);
@@ -325,10 +330,10 @@ TEST(Config, EnumsListTheAllowedValues) {
   EXPECT_EQ(
       error_of("[[router.nodes]]\nurl = \"http://a:1\"\nrole = \"both \"\n"),
       "cognitora.toml:3:8: key 'router.nodes[0].role' expected one of prefill|decode|both, got \"both \"");
-  EXPECT_EQ(
-      error_of("[engine]\nkind = \"vLLM\"\n"),
-      "cognitora.toml:2:8: key 'engine.kind' expected one of vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim|external, "
-      "got \"vLLM\"");
+  EXPECT_EQ(error_of("[engine]\nkind = \"vLLM\"\n"),
+            "cognitora.toml:2:8: key 'engine.kind' expected one of "
+            "vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim|external, "
+            "got \"vLLM\"");
 }
 
 TEST(Config, AddressesAreValidated) {
@@ -479,6 +484,31 @@ TEST(Config, MissingSecretVariableIsAnErrorNamingIt) {
   EXPECT_EQ(error_of("[state.gossip]\nsecret_env = \"\"\n"),
             "cognitora.toml:2:14: key 'state.gossip.secret_env' expected the name of an environment "
             "variable, got \"\"");
+}
+
+TEST(Config, IntakeCapsAndTheMetricsListenerAndKey) {
+  auto r = load(
+      "[router.limits]\nmax_connections = 10\nmax_buffered_bytes = 2097152\nreject_log_interval_s = 60\n"
+      "[router.metrics]\nlisten = \"127.0.0.1:9100\"\nkey_env = \"CGN_T_METRICS\"\n",
+      {{"CGN_T_METRICS", "metrics-key-0123456789"}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->router.limits.max_connections, 10u);
+  EXPECT_EQ(r->router.limits.max_buffered_bytes, 2097152u);
+  EXPECT_EQ(r->router.limits.reject_log_interval_s, 60u);
+  EXPECT_EQ(r->router.metrics.listen, "127.0.0.1:9100");
+  EXPECT_EQ(r->router.metrics.key.reveal(), "metrics-key-0123456789");
+  const std::string dump = dump_config(*r);
+  EXPECT_EQ(dump.find("metrics-key-0123456789"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("key_env = 'CGN_T_METRICS'"), std::string::npos) << dump;
+  EXPECT_EQ(
+      error_of("[router.limits]\nmax_connections = 0\n"),
+      "cognitora.toml:2:19: key 'router.limits.max_connections' expected integer in [1, 1048576], got 0");
+  EXPECT_EQ(error_of("[router.limits]\nmax_buffered_bytes = 1000\n"),
+            "cognitora.toml:2:22: key 'router.limits.max_buffered_bytes' expected integer in [1048576, "
+            "1099511627776], got 1000");
+  EXPECT_EQ(code_of("[router.metrics]\nlisten = \"nowhere\"\n"), ConfigError::bad_value);
+  EXPECT_EQ(code_of("[router.metrics]\nkey_env = \"CGN_T_UNSET_METRICS\"\n"), ConfigError::missing_env);
+  EXPECT_EQ(code_of("[router.metrics]\nopen = true\n"), ConfigError::unknown_key);
 }
 
 TEST(Config, ProcessEnvironmentIsTheDefaultLookup) {

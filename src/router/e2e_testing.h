@@ -256,6 +256,12 @@ inline std::optional<double> sample(const std::string& page, const std::string& 
 
 // ---- the processes -------------------------------------------------------------------------
 
+// Writes a simulator fault-rules file (sim/fault_rules.h) into `dir`; returns the flags that load it.
+inline std::vector<std::string> fault_rules_flags(const TempDir& dir, const std::string& rules) {
+  cgn::testing::write_file(dir.file("fault-rules"), rules);
+  return {"--fault-rules", dir.file("fault-rules")};
+}
+
 // One cgn-engine-sim (vLLM flavour, model "m") on a free port.
 struct Sim {
   Sim(std::string n, std::vector<std::string> extra) : name(std::move(n)) {
@@ -293,14 +299,17 @@ struct NodeSpec {
 };
 
 // The cgn-router binary over the given nodes, `healthy` of them healthy at return (all by
-// default). `extra_toml` goes after [router.timeouts] (other [router.*] tables).
+// default). `extra_toml` goes after [router.timeouts] (other [router.*] tables); `router_toml`
+// holds more keys of [router] itself (api_keys_file, ...).
 struct Router {
-  Router(const std::vector<Sim*>& sims, const std::string& extra_toml = "")
-      : Router(specs_of(sims), extra_toml) {}
-  Router(const std::vector<NodeSpec>& nodes, const std::string& extra_toml, size_t healthy = SIZE_MAX) {
+  Router(const std::vector<Sim*>& sims, const std::string& extra_toml = "",
+         const std::string& router_toml = "")
+      : Router(specs_of(sims), extra_toml, SIZE_MAX, router_toml) {}
+  Router(const std::vector<NodeSpec>& nodes, const std::string& extra_toml, size_t healthy = SIZE_MAX,
+         const std::string& router_toml = "") {
     std::string toml =
-        "[router]\nlisten = \"127.0.0.1:0\"\npolicy = \"kv\"\n"
-        "[router.timeouts]\nhealth_interval_ms = 100\nconnect_ms = 1000\nfirst_token_ms = 30000\n"
+        "[router]\nlisten = \"127.0.0.1:0\"\npolicy = \"kv\"\n" + router_toml +
+        "\n[router.timeouts]\nhealth_interval_ms = 100\nconnect_ms = 1000\nfirst_token_ms = 30000\n"
         "shutdown_grace_ms = 0\n" +
         extra_toml + "\n";
     for (const NodeSpec& n : nodes) {

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <boost/asio/this_coro.hpp>
 #include <charconv>
 #include <filesystem>
@@ -13,8 +14,10 @@
 #include "core/canonical.h"
 #include "core/digest.h"
 #include "core/host_port.h"
+#include "core/http/proxy_headers.h"
 #include "core/log.h"
 #include "router/disagg.h"
+#include "router/intake.h"
 #include "router/policy_config.h"
 #include "state/static_store.h"
 
@@ -36,8 +39,7 @@ namespace {
 
 constexpr std::string_view kUnknownModel = "_unknown";
 constexpr std::string_view kRole = "both";  // aggregated: the request wants a whole node
-constexpr size_t kMaxRequestIdBytes = 128;
-constexpr unsigned kClientClosed = 499;  // nginx's code for "client went away first"
+constexpr unsigned kClientClosed = 499;     // nginx's code for "client went away first"
 
 log::Logger logger() {
   static log::Logger l = log::get("router");
@@ -62,48 +64,6 @@ bool iequals_prefix(std::string_view s, std::string_view prefix) {
     }
   }
   return true;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && iequals_prefix(a, b);
-}
-
-// Headers that belong to one connection (RFC 9110 §7.6.1) or that the proxy sets itself.
-bool hop_by_hop(std::string_view name) {
-  static constexpr std::string_view kNames[] = {"connection",
-                                                "keep-alive",
-                                                "proxy-connection",
-                                                "te",
-                                                "trailer",
-                                                "transfer-encoding",
-                                                "upgrade",
-                                                "proxy-authorization",
-                                                "proxy-authenticate",
-                                                "content-length",
-                                                "host"};
-  for (auto n : kNames) {
-    if (iequals(name, n)) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// A client-supplied request id is kept when it is short printable ASCII; otherwise a new one.
-std::string request_id_for(const http::Request& req) {
-  auto it = req.find("X-Request-Id");
-  if (it != req.end()) {
-    std::string_view v = it->value();
-    bool ok = !v.empty() && v.size() <= kMaxRequestIdBytes;
-    for (char c : v) {
-      ok = ok && c > 0x20 && c < 0x7f;
-    }
-    if (ok) {
-      return std::string(v);
-    }
-  }
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return fmt::format("cgn-{:016x}{:016x}", rng(), rng());
 }
 
 struct Usage {
@@ -153,6 +113,9 @@ std::string_view endpoint_label(Endpoint e) {
   }
   return "other";
 }
+
+constexpr std::string_view kDashboardFiles[] = {"index.html", "dashboard.css", "dashboard.js", "prom.js",
+                                                "metric_names.txt"};
 
 std::string_view content_type_of(std::string_view path) {
   if (path.ends_with(".html")) {
@@ -253,22 +216,18 @@ class Gateway::Handlers {
     return false;
   }
 
-  // `role` is the leg (X-CGN-Role); `body` replaces the client's body when set (P/D legs).
-  http::Request upstream_request(const http::Request& in, const state::NodeEndpoint& endpoint,
-                                 const std::string& request_id, std::string_view priority,
-                                 int64_t deadline_ms, std::string_view role = kRole,
-                                 const std::string* body = nullptr) const {
-    http::Request out{http::Verb::post, endpoint.base_path + std::string(in.target()), 11};
-    for (const auto& f : in) {
-      std::string_view name = f.name_string();
-      if (hop_by_hop(name) || iequals(name, "authorization") || iequals_prefix(name, "x-cgn-") ||
-          iequals(name, "x-request-id")) {
-        continue;
-      }
-      out.insert(name, f.value());
-    }
-    out.set("X-Request-Id", request_id);
-    out.set("X-CGN-Request-Id", request_id);
+  // The request a node gets: the allow-listed client headers (core/http/proxy_headers.h), the
+  // client's address as X-Forwarded-For, the router's own request id, no query string. `role` is
+  // the leg (X-CGN-Role); `body` replaces the client's body when set (P/D legs).
+  http::Request upstream_request(const http::Request& in, std::string_view remote,
+                                 const state::NodeEndpoint& endpoint, const std::string& upstream_id,
+                                 std::string_view priority, int64_t deadline_ms,
+                                 std::string_view role = kRole, const std::string* body = nullptr) const {
+    http::Request out{http::Verb::post, endpoint.base_path + std::string(http::path_of(in.target())), 11};
+    http::copy_client_headers(in, out);
+    http::set_forwarded_for(out, remote);
+    out.set("X-Request-Id", upstream_id);
+    out.set("X-CGN-Request-Id", upstream_id);
     out.set("X-CGN-Role", role);
     if (!priority.empty()) {
       out.set("X-CGN-Priority", priority);
@@ -284,13 +243,7 @@ class Gateway::Handlers {
   static http::Fields response_headers(const http::Fields& upstream, const std::string& node,
                                        const std::string& request_id) {
     http::Fields h;
-    for (const auto& f : upstream) {
-      std::string_view name = f.name_string();
-      if (hop_by_hop(name) || iequals_prefix(name, "x-cgn-") || iequals(name, "x-request-id")) {
-        continue;
-      }
-      h.insert(name, f.value());
-    }
+    http::copy_response_headers(upstream, h, /*drop_cognitora=*/true);
     h.set("X-CGN-Node", node);
     h.set("X-Request-Id", request_id);
     return h;
@@ -306,8 +259,10 @@ http::RouteTable Gateway::Handlers::routes() {
   rt.post("/v1/embeddings", [this](Exchange& ex) { return inference(ex, Endpoint::kEmbeddings); });
   rt.get("/v1/models", [this](Exchange& ex) { return models(ex); });
   rt.get("/health", [this](Exchange& ex) { return health(ex); });
-  rt.get("/metrics", http::metrics_handler([this] { return g_.metrics_.render(); }));
-  rt.enable_cors("/metrics");
+  if (g_.options_.router.metrics.listen.empty()) {
+    rt.get("/metrics", http::metrics_handler([this] { return g_.metrics_.render(); }));
+    rt.enable_cors("/metrics");
+  }
   rt.set_fallback([this](Exchange& ex) { return dashboard(ex); });
   return rt;
 }
@@ -321,12 +276,7 @@ asio::awaitable<void> Gateway::Handlers::health(Exchange& ex) {
 }
 
 asio::awaitable<void> Gateway::Handlers::models(Exchange& ex) {
-  const std::string request_id = request_id_for(ex.request());
-  if (!g_.keys_.check_authorization(ex.request()[http::Field::authorization])) {
-    co_await fail(ex, unauthorized("Incorrect or missing API key: send 'Authorization: Bearer <key>'."),
-                  request_id, "", "", std::chrono::steady_clock::now());
-    co_return;
-  }
+  const std::string request_id = request_ids(ex.request()).client;
   std::set<std::string> ids;
   {
     std::lock_guard lock(g_.core_mu_);
@@ -365,11 +315,12 @@ asio::awaitable<void> Gateway::Handlers::dashboard(Exchange& ex) {
   if (file.empty()) {
     file = "index.html";
   }
-  // Only plain file names directly in the directory: no traversal, no hidden files.
-  const bool plain = file.find_first_of("/\\") == std::string_view::npos && !file.starts_with('.') &&
-                     file.find('\0') == std::string_view::npos;
+  // Only the dashboard's own files (the ones `cmake --install` ships), whatever else the folder
+  // holds (mock_metrics.py, an editor's backup): no traversal, nothing unlisted.
+  const bool listed =
+      std::find(std::begin(kDashboardFiles), std::end(kDashboardFiles), file) != std::end(kDashboardFiles);
   std::string body;
-  if (plain) {
+  if (listed) {
     std::ifstream in(dir + "/" + std::string(file), std::ios::binary);
     if (in) {
       body.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -386,15 +337,12 @@ asio::awaitable<void> Gateway::Handlers::dashboard(Exchange& ex) {
 asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoint) {
   const auto start = std::chrono::steady_clock::now();
   const http::Request& req = ex.request();
-  const std::string request_id = request_id_for(req);
+  // The API key was checked with the headers (intake.h), before the body was read.
+  const RequestIds ids = request_ids(req);
+  const std::string& request_id = ids.client;
+  const std::string remote = ex.remote_address();
   const std::string_view ep_label = endpoint_label(endpoint);
   const auto& rc = g_.options_.router;
-
-  if (!g_.keys_.check_authorization(req[http::Field::authorization])) {
-    co_await fail(ex, unauthorized("Incorrect or missing API key: send 'Authorization: Bearer <key>'."),
-                  request_id, kUnknownModel, ep_label, start);
-    co_return;
-  }
 
   // Client routing headers: only Priority and Deadline-Ms are accepted from outside.
   std::string priority;
@@ -429,6 +377,18 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
     co_return;
   }
   const ParsedRequest& pr = *parsed;
+  if (pr.has_kv_transfer_params) {
+    // Only the router sets them, between a prefill and a decode leg: from a client they would
+    // point an engine at a host of the client's choosing and pin KV blocks there.
+    g_.rejections_.note(reject_reason::kKvTransferParams, remote);
+    co_await fail(
+        ex,
+        bad_request("'kv_transfer_params' is set by the router between prefill and decode; a client "
+                    "may not send it.",
+                    "kv_transfer_params"),
+        request_id, kUnknownModel, ep_label, start);
+    co_return;
+  }
   if (!model_known(pr.model)) {
     co_await fail(
         ex,
@@ -477,7 +437,7 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
     // A named function object: GCC 12 mis-handles temporaries in a co_await's arguments.
     const PdRouter::MakeRequest make = [&](const PdRouter::Target& t, const std::string& body,
                                            std::string_view role) {
-      return upstream_request(req, t.endpoint, request_id, priority, deadline_ms, role, &body);
+      return upstream_request(req, remote, t.endpoint, ids.upstream, priority, deadline_ms, role, &body);
     };
     pd_leg = co_await pd.prefill(ex, req, rr, request_id, ep_label, start, make);
     if (pd_leg.done) {
@@ -601,7 +561,8 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
 
     http::Upstream target{up.endpoint.host, up.endpoint.port, up.endpoint.tls};
     auto stream = co_await client.stream(
-        target, upstream_request(req, up.endpoint, request_id, priority, deadline_ms, leg_role, leg_body),
+        target,
+        upstream_request(req, remote, up.endpoint, ids.upstream, priority, deadline_ms, leg_role, leg_body),
         timeouts);
     if (!ex.client_open()) {
       close_ticket();
@@ -629,11 +590,7 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
       auto body = co_await stream->read_all();
       close_ticket();
       http::Response r{static_cast<http::beast_http::status>(status), 11};
-      for (const auto& f : stream->headers()) {
-        if (!hop_by_hop(f.name_string())) {
-          r.insert(f.name_string(), f.value());
-        }
-      }
+      http::copy_response_headers(stream->headers(), r, /*drop_cognitora=*/true);
       r.body() = body.ok() ? std::move(*body) : std::string();
       last_answer = std::move(r);
       last_answer_node = up.node;
@@ -787,9 +744,6 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
   // Every attempt failed before anything reached the client.
   if (last_answer.has_value()) {
     http::Response res = std::move(*last_answer);
-    for (auto name : {"X-CGN-Node", "X-Request-Id"}) {
-      res.erase(name);
-    }
     res.set("X-CGN-Node", last_answer_node);
     res.set("X-Request-Id", request_id);
     res.prepare_payload();
@@ -809,6 +763,7 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
 Gateway::Gateway(GatewayOptions options, std::unique_ptr<state::StateStore> store, ApiKeys keys)
     : options_(std::move(options)),
       keys_(std::move(keys)),
+      rejections_(metrics_, std::chrono::seconds(options_.router.limits.reject_log_interval_s)),
       admission_(options_.router.admission),
       core_(clock_, policy_from_config(options_.router), index_from_config(options_.router), options_.seed),
       handlers_(std::make_unique<Handlers>(*this)),
@@ -837,7 +792,40 @@ Result<uint16_t, GatewayError> Gateway::start() {
   sc.limits.max_body_bytes = options_.router.limits.max_body_bytes;
   sc.tls_cert_file = options_.router.tls_cert;
   sc.tls_key_file = options_.router.tls_key;
+  sc.limits.max_connections = options_.router.limits.max_connections;
+  sc.limits.max_buffered_bytes = options_.router.limits.max_buffered_bytes;
+  if (const auto& mk = options_.router.metrics.key; !mk.env_name().empty()) {
+    if (auto st = metrics_key_.add({std::string(mk.reveal())}, "[router.metrics] key_env"); !st) {
+      return make_error(GatewayError::kConfig, st.error().message);
+    }
+  }
+  const ApiKeys* metrics_key = metrics_key_.enabled() ? &metrics_key_ : nullptr;
+  const bool own_metrics_listener = !options_.router.metrics.listen.empty();
+  const IntakeKeys api_keys{&keys_, own_metrics_listener ? nullptr : metrics_key};
+  sc.header_check = [this, api_keys](const http::Request& head, std::string_view remote) {
+    return check_head(api_keys, rejections_, head, remote);
+  };
+  sc.on_cap_rejected = [this](std::string_view reason, std::string_view remote) {
+    rejections_.note(reason, remote);
+  };
   server_ = std::make_unique<http::Server>(sc, handlers_->routes());
+  if (own_metrics_listener) {
+    auto mlisten = parse_listen(options_.router.metrics.listen);
+    if (!mlisten) {
+      return mlisten.error();
+    }
+    http::ServerConfig msc = sc;
+    msc.host = mlisten->first;
+    msc.port = mlisten->second;
+    msc.threads = 1;
+    msc.header_check = [this, metrics_only = IntakeKeys{nullptr, metrics_key}](const http::Request& head,
+                                                                               std::string_view remote) {
+      return check_head(metrics_only, rejections_, head, remote);
+    };
+    http::RouteTable mroutes;
+    mroutes.get("/metrics", http::metrics_handler([this] { return metrics_.render(); }));
+    metrics_server_ = std::make_unique<http::Server>(msc, std::move(mroutes));
+  }
   http::ClientConfig cc;
   cc.timeouts.connect = std::chrono::milliseconds(options_.router.timeouts.connect_ms);
   cc.timeouts.idle = std::chrono::milliseconds(options_.router.timeouts.idle_ms);
@@ -859,6 +847,18 @@ Result<uint16_t, GatewayError> Gateway::start() {
                       "cannot listen on " + options_.router.listen + ": " + port.error().message);
   }
   port_ = *port;
+  if (metrics_server_) {
+    auto mport = metrics_server_->start();
+    if (!mport) {
+      server_->stop(std::chrono::milliseconds(0));
+      if (store_) {
+        store_->stop();
+      }
+      return make_error(GatewayError::kStart, "cannot listen on " + options_.router.metrics.listen +
+                                                  " ([router.metrics] listen): " + mport.error().message);
+    }
+    metrics_port_ = *mport;
+  }
   refresh_cluster_metrics();
   maint_thread_ = std::thread([this] { maintenance_loop(); });
   if (!keys_.enabled()) {
@@ -879,6 +879,9 @@ void Gateway::stop(std::chrono::milliseconds grace) {
   stopped_ = true;
   if (server_) {
     server_->stop(grace);
+  }
+  if (metrics_server_) {
+    metrics_server_->stop(std::chrono::milliseconds(0));
   }
   clients_.clear();
   if (store_) {

@@ -33,6 +33,7 @@
 #include "core/log.h"
 #include "router/admission.h"
 #include "router/api_keys.h"
+#include "router/intake.h"
 #include "router/router_metrics.h"
 #include "routing/router_core.h"
 #include "state/state_store.h"
@@ -84,6 +85,9 @@ class Gateway {
   size_t known_nodes() const;
   uint64_t inflight(std::string_view node) const;
   uint16_t port() const { return port_; }
+  // The [router.metrics] listener's port; 0 when /metrics is on the API listener.
+  uint16_t metrics_port() const { return metrics_port_; }
+  RejectionLog& rejections() { return rejections_; }
 
   struct NodeInfo {
     std::string name;
@@ -106,6 +110,8 @@ class Gateway {
   SteadyClock clock_;
   RouterMetrics metrics_;
   ApiKeys keys_;
+  ApiKeys metrics_key_;      // [router.metrics] key_env; none: /metrics is open
+  RejectionLog rejections_;  // intake refusals: counted, logged once per client per interval
   Admission admission_;
   log::StateChangeLogger node_changes_{log::get("router")};  // "node in routing" / "left" once per change
 
@@ -115,6 +121,7 @@ class Gateway {
 
   std::unique_ptr<Handlers> handlers_;
   std::unique_ptr<http::Server> server_;
+  std::unique_ptr<http::Server> metrics_server_;  // [router.metrics] listen; null: /metrics on server_
   // One client per server worker, on that worker's io_context; declared after server_ so the
   // clients (and their pooled sockets) go before the contexts they live on.
   std::vector<std::unique_ptr<http::HttpClient>> clients_;
@@ -130,6 +137,7 @@ class Gateway {
   std::chrono::steady_clock::time_point last_refresh_{};
 
   uint16_t port_ = 0;
+  uint16_t metrics_port_ = 0;
   bool started_ = false;
   bool stopped_ = false;
 };

@@ -321,10 +321,76 @@ TEST(Gateway, StripsInboundCgnHeadersButPriorityAndDeadlineAndPropagatesRequestI
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].header("X-CGN-Role"), "both");
   EXPECT_EQ(seen[0].header("X-CGN-Node"), "");
-  EXPECT_EQ(seen[0].header("X-CGN-Request-Id"), "client-id-42");
-  EXPECT_EQ(seen[0].header("X-Request-Id"), "client-id-42");
+  // The engine gets the router's id, never the client's: two tenants' ids cannot collide there.
+  const std::string engine_id = seen[0].header("X-Request-Id");
+  EXPECT_TRUE(engine_id.starts_with("cgn-")) << engine_id;
+  EXPECT_EQ(seen[0].header("X-CGN-Request-Id"), engine_id);
   EXPECT_EQ(seen[0].header("X-CGN-Priority"), "high");
   EXPECT_EQ(seen[0].header("X-CGN-Deadline-Ms"), "60000");
+}
+
+TEST(Gateway, ForwardsOnlyAllowListedClientHeadersItsOwnForwardedForAndNoQueryString) {
+  Cluster c({.nodes = 1});
+  Client cl(c.port());
+  const Reply r = cl.post("/v1/chat/completions?api-version=1&x=../admin", chat_body("hi"),
+                          {{"X-Sim-Fault", "exit"},
+                           {"X-Forwarded-For", "6.6.6.6"},
+                           {"Cookie", "session=1"},
+                           {"Connection", "keep-alive, OpenAI-Beta"},
+                           {"OpenAI-Beta", "assistants=v2"},
+                           {"OpenAI-Organization", "org-1"},
+                           {"traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+                           {"User-Agent", "probe/1"},
+                           {"X-Request-Id", "same-id"}});
+  ASSERT_EQ(r.status, 200u) << r.body;
+  ASSERT_TRUE(cl.post("/v1/chat/completions", chat_body("hi"), {{"X-Request-Id", "same-id"}}).status == 200u);
+  const auto seen = c.engine(0).seen();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].target, "/v1/chat/completions");
+  EXPECT_EQ(seen[0].header("X-Sim-Fault"), "");
+  EXPECT_EQ(seen[0].header("Cookie"), "");
+  EXPECT_EQ(seen[0].header("OpenAI-Beta"), "");  // named in Connection: a hop-by-hop header
+  EXPECT_EQ(seen[0].header("X-Forwarded-For"), "127.0.0.1");
+  EXPECT_EQ(seen[0].header("OpenAI-Organization"), "org-1");
+  EXPECT_EQ(seen[0].header("traceparent"), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+  EXPECT_EQ(seen[0].header("User-Agent"), "probe/1");
+  EXPECT_EQ(seen[0].header("Content-Type"), "application/json");
+  EXPECT_NE(seen[0].header("X-Request-Id"), seen[1].header("X-Request-Id"));
+  EXPECT_EQ(r.header("X-Request-Id"), "same-id");
+}
+
+TEST(Gateway, ClientKvTransferParamsAre400AndReachNoNode) {
+  Cluster c({.nodes = 1});
+  Client cl(c.port());
+  const std::string ssrf =
+      R"({"do_remote_prefill":true,"remote_host":"169.254.169.254","remote_port":80,"remote_block_ids":[1]})";
+  for (const std::string& body :
+       {R"({"model":"test-model","messages":[{"role":"user","content":"x"}],"kv_transfer_params":)" + ssrf +
+            "}",
+        R"({"model":"test-model","messages":[{"role":"user","content":"x"}],"kv_transfer\u005fparams":)" +
+            ssrf + "}",
+        std::string(R"({"model":"test-model","prompt":"x","kv_transfer_params":null})")}) {
+    const bool chat = body.find("messages") != std::string::npos;
+    const Reply r = cl.post(chat ? "/v1/chat/completions" : "/v1/completions", body);
+    EXPECT_EQ(r.status, 400u) << body;
+    EXPECT_EQ(r.json()["error"]["param"], "kv_transfer_params") << r.body;
+    EXPECT_EQ(r.json()["error"]["type"], "invalid_request_error") << r.body;
+  }
+  EXPECT_EQ(c.engine(0).seen().size(), 0u);
+  EXPECT_EQ(c.metric("cgn_router_rejections_total{reason=\"kv_transfer_params\"}"), 3.0);
+}
+
+TEST(Gateway, AConnectionOverTheCapIs503ServerBusyAndCounted) {
+  Cluster c({.nodes = 1, .tweak = [](config::RouterConfig& rc) { rc.limits.max_connections = 1; }});
+  Client first(c.port());
+  ASSERT_EQ(first.get("/health").status, 200u);  // its keep-alive connection stays open
+  Client second(c.port());
+  const Reply busy = second.get("/health");
+  EXPECT_EQ(busy.status, 503u);
+  EXPECT_EQ(busy.json()["error"]["code"], "server_busy") << busy.body;
+  EXPECT_EQ(busy.header("Retry-After"), "1");
+  EXPECT_EQ(c.metric("cgn_router_rejections_total{reason=\"connections\"}"), 1.0);
+  EXPECT_EQ(first.post("/v1/chat/completions", chat_body("still served")).status, 200u);
 }
 
 TEST(Gateway, ModelsIsTheUnionOfHealthyNodesAndHealthCountsNodes) {
@@ -920,7 +986,40 @@ TEST(Gateway, ServesTheDashboardFilesAndNothingElse) {
   EXPECT_EQ(cl.get("/dashboard/dashboard.css").status, 200u);
   EXPECT_EQ(cl.get("/dashboard/../CMakeLists.txt").status, 404u);
   EXPECT_EQ(cl.get("/dashboard/.hidden").status, 404u);
+  EXPECT_EQ(cl.get("/dashboard/mock_metrics.py").status, 404u);  // in the folder, not on the list
+  EXPECT_EQ(cl.get("/dashboard/README.md").status, 404u);
   EXPECT_EQ(cl.get("/dashboard").status, 308u);
+}
+
+TEST(Gateway, MetricsMoveToTheirOwnListenerAndAnswerOnlyWithTheMetricsKey) {
+  Cluster c({.nodes = 1, .tweak = [](config::RouterConfig& rc) {
+               rc.metrics.listen = "127.0.0.1:0";
+               rc.metrics.key = config::Secret("mk-metrics-0123456789", "CGN_TEST_METRICS_KEY");
+             }});
+  Client api(c.port());
+  EXPECT_EQ(api.get("/metrics").status, 404u);  // not on the API listener any more
+  ASSERT_NE(c.gateway().metrics_port(), 0);
+  Client m(c.gateway().metrics_port());
+  const Reply none = m.get("/metrics");
+  EXPECT_EQ(none.status, 401u);
+  EXPECT_EQ(none.json()["error"]["type"], "authentication_error");
+  const Reply ok = m.get("/metrics", {{"Authorization", "Bearer mk-metrics-0123456789"}});
+  ASSERT_EQ(ok.status, 200u);
+  EXPECT_NE(ok.body.find("cgn_router_requests_total"), std::string::npos);
+  EXPECT_EQ(ok.header("Access-Control-Allow-Origin"), "*");
+  EXPECT_EQ(m.get("/v1/models").status, 404u);  // the metrics listener serves nothing else
+  EXPECT_EQ(c.metric("cgn_router_rejections_total{reason=\"metrics_auth\"}"), 1.0);
+}
+
+TEST(Gateway, AMetricsKeyAloneClosesMetricsOnTheApiListener) {
+  Cluster c({.nodes = 1, .tweak = [](config::RouterConfig& rc) {
+               rc.metrics.key = config::Secret("mk-metrics-0123456789", "CGN_TEST_METRICS_KEY");
+             }});
+  Client cl(c.port());
+  EXPECT_EQ(cl.get("/metrics").status, 401u);
+  EXPECT_EQ(cl.get("/metrics", {{"Authorization", "Bearer mk-metrics-0123456789"}}).status, 200u);
+  EXPECT_EQ(cl.send(http::Verb::options, "/metrics").status, 204u);         // the dashboard's preflight
+  EXPECT_EQ(cl.post("/v1/chat/completions", chat_body("x")).status, 200u);  // no API keys: open
 }
 
 TEST(Gateway, GracefulStopLetsAnInFlightStreamFinish) {

@@ -2,7 +2,7 @@
 // of real cgn-engine-sim processes (vLLM flavour, --port 0 --port-file) on loopback. What the
 // simulator adds over gateway_itest's in-process fake engine: real prefix caching (the engine
 // reports cached tokens), real vLLM /metrics scraped by the router, a process that is SIGKILLed
-// with requests in flight, the engine's own fault injection (--fault, X-Sim-Fault) and error
+// with requests in flight, the engine's own fault injection (--fault, --fault-rules) and error
 // bodies, and the engine seeing a cancelled request. Synchronised on observable state (the sims'
 // /admin/state and /metrics, the router's /health and /metrics), never on sleeps; assertions on
 // time use none.
@@ -119,7 +119,10 @@ TEST(RouterE2E, AKilledNodesInFlightRequestsAreRetriedAndItsTrafficMoves) {
 TEST(RouterE2E, EngineFaultsBeforeTheFirstTokenAreRetriedAndTheHeadersNameTheServingNode) {
   Sim f503("f503", {"--time-scale", "0.05", "--fault", "error=503"});
   Sim f429("f429", {"--time-scale", "0.05", "--fault", "error=429"});
-  Sim good("good", {"--time-scale", "0.05"});
+  TempDir rules;
+  std::vector<std::string> good_flags = fault_rules_flags(rules, "prompt:fail-on-every-node error=503\n");
+  good_flags.insert(good_flags.begin(), {"--time-scale", "0.05"});
+  Sim good("good", good_flags);
   Router r({&f503, &f429, &good});
   for (int i = 0; i < 12; ++i) {
     const bool streamed = i % 2 == 1;
@@ -141,19 +144,21 @@ TEST(RouterE2E, EngineFaultsBeforeTheFirstTokenAreRetriedAndTheHeadersNameTheSer
   EXPECT_EQ(good.finished("length"), 12.0);
   EXPECT_EQ(f503.finished("length") + f429.finished("length"), 0.0);
 
-  // When every node fails (the header fault applies on the good node too), the last engine's
+  // When every node fails (the good node's rule file fails this prompt too), the last engine's
   // own answer goes back, naming the node that gave it.
-  const Reply all = post(r.port, "/v1/chat/completions", chat("x"), {{"X-Sim-Fault", "error=503"}});
+  const Reply all = post(r.port, "/v1/chat/completions", chat("fail-on-every-node"));
   EXPECT_EQ(all.status, 503u);
   EXPECT_FALSE(all.header("X-CGN-Node").empty());
   EXPECT_EQ(all.json_body()["error"]["code"], 503) << all.body;  // vLLM's integer code
 }
 
 TEST(RouterE2E, AMidStreamEngineFailureEndsWithAnErrorEventAndDone) {
-  Sim a("a", {"--time-scale", "0.05"});
+  TempDir rules;
+  std::vector<std::string> flags = fault_rules_flags(rules, "prompt:drop-after-three drop_after=3\n");
+  flags.insert(flags.begin(), {"--time-scale", "0.05"});
+  Sim a("a", flags);
   Router r({&a});
-  const Reply rep =
-      stream(r.port, "/v1/chat/completions", chat("tell me", 10, true), {{"X-Sim-Fault", "drop_after=3"}});
+  const Reply rep = stream(r.port, "/v1/chat/completions", chat("tell me drop-after-three", 10, true));
   ASSERT_EQ(rep.status, 200u) << rep.body;
   EXPECT_TRUE(rep.error.empty()) << rep.error;
   ASSERT_EQ(rep.events.size(), 5u);  // 3 from the engine, the router's error, [DONE]

@@ -35,6 +35,10 @@ RouterMetrics::RouterMetrics()
           registry_.gauge("cgn_router_prefix_index_entries", "Entries in the router's prefix index.")),
       rejections_(registry_.counter("cgn_router_admission_rejections_total", "Requests refused by admission.",
                                     {"model", "reason"})),
+      intake_rejections_(registry_.counter(
+          "cgn_router_rejections_total",
+          "Connections and requests refused at intake (bad key, a cap, a field only Cognitora sets).",
+          {"reason"})),
       retries_(registry_.counter("cgn_router_retries_total",
                                  "Attempts retried on another node before the first token.",
                                  {"model", "reason"})),
@@ -90,6 +94,10 @@ double RouterMetrics::generation_tokens_total() const {
 void RouterMetrics::decision(double seconds, double overlap_ratio) {
   decision_.with({}).observe(seconds);
   overlap_.with({}).observe(overlap_ratio);
+}
+
+void RouterMetrics::rejected(std::string_view reason) {
+  intake_rejections_.with({std::string(reason)}).inc();
 }
 
 void RouterMetrics::admission_rejected(std::string_view model, std::string_view reason) {

@@ -47,6 +47,8 @@ class RouterMetrics {
   void tokens(std::string_view model, double prompt, double generation);
   void decision(double seconds, double overlap_ratio);
   void admission_rejected(std::string_view model, std::string_view reason);
+  // Intake refused a connection or request (router/intake.h reject_reason).
+  void rejected(std::string_view reason);
   void retry(std::string_view model, std::string_view reason);
   void index_entries(double n) { index_entries_.with({}).set(n); }
   // Disaggregated serving (disagg.h): one leg ended (leg prefill|decode, outcome below), and the
@@ -77,6 +79,7 @@ class RouterMetrics {
   metrics::HistogramFamily& overlap_;
   metrics::GaugeFamily& index_entries_;
   metrics::CounterFamily& rejections_;
+  metrics::CounterFamily& intake_rejections_;
   metrics::CounterFamily& retries_;
   metrics::CounterFamily& federation_;
   metrics::CounterFamily& pd_legs_;

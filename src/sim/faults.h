@@ -1,9 +1,10 @@
 // Fault injection, as data. A FaultPlan comes from the --sim-fault flag (every
-// request, or a deterministic fraction of them) or from a request's
-// X-Sim-Fault header. The engine applies `error_status` (it fails the request
-// when its first token would have come, so the client sees 429/500/503
-// before any token and a router may retry); the HTTP shell applies the rest
-// (refuse, drop, stall, slow start, exit), which are about sockets.
+// request, or a deterministic fraction of them), from a rule file matching the
+// request (fault_rules.h), or from a request's X-Sim-Fault header sent straight
+// to the simulator (the router and the agent never forward it). The engine applies `error_status` (it fails
+// the request when its first token would have come, so the client sees 429/500/503 before any token and a
+// router may retry); the HTTP shell applies the rest (refuse, drop, stall, slow start, exit), which are about
+// sockets.
 //
 // Syntax: comma-separated items, at most 16, at most 1024 bytes:
 //   error=429|500|503      fail before the first token with this status
@@ -25,7 +26,7 @@
 
 namespace cgn::sim {
 
-enum class FaultError { kSyntax, kTooLong, kBadValue, kNotAllowedHere };
+enum class FaultError { kSyntax, kTooLong, kBadValue, kNotAllowedHere, kRead };
 
 struct FaultPlan {
   int error_status = 0;

@@ -214,6 +214,13 @@ struct Parser {
       o.faults = *plan;
       return Ok{};
     }
+    if (f == "--sim-fault-rules") {
+      if (v.empty()) {
+        return bad_value(f, v, "a file name");
+      }
+      o.fault_rules_file = std::string(v);
+      return Ok{};
+    }
     if (f == "--sim-max-waiting") {
       return u32(o.engine.max_waiting, 1, 10'000'000);
     }

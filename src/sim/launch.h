@@ -16,7 +16,7 @@
 // max seqs, token budget, context length, TP size, prefix caching); other
 // engine flags are accepted and listed in ignored_flags. Simulator-only
 // flags start with --sim-: --sim-time-scale F, --sim-mode random|echo,
-// --sim-deprecated-metrics, --sim-load-seconds F, --sim-fault SPEC,
+// --sim-deprecated-metrics, --sim-load-seconds F, --sim-fault SPEC, --sim-fault-rules FILE,
 // --sim-max-waiting N, --sim-engine-index S, --sim-kv-events-encoding array|map.
 // KV events: vLLM and SGLang lines accept --kv-events-config JSON (kv_events.h).
 #pragma once
@@ -57,6 +57,7 @@ struct SimOptions {
   bool deprecated_metrics = false;
   double load_seconds = 0.0;  // modelled model-load time (health says "loading" meanwhile)
   FaultPlan faults;
+  std::string fault_rules_file;  // --sim-fault-rules: loaded by the binary (fault_rules.h)
   std::string engine_index = "0";
   std::vector<std::string> ignored_flags;
 };

@@ -29,7 +29,7 @@ using namespace cgn;
 using namespace cgn::sim;
 
 struct Overrides {
-  std::optional<std::string> flavor, model, served, host, mode, fault, kv_config, engine_index,
+  std::optional<std::string> flavor, model, served, host, mode, fault, fault_rules, kv_config, engine_index,
       kv_events_config, kv_events_encoding;
   std::optional<int> port;
   std::optional<double> time_scale, load_seconds, kv_abort_timeout_s;
@@ -132,6 +132,9 @@ void add_flags(CLI::App& app, Overrides& o) {
       "--fault", o.fault,
       "Fault plan for every request (or rate=F of them): error=429|500|503, drop_after=N, "
       "stall=D[@N], slow_start=D, exit, refuse, rate=F (D: 250ms, 2s); per request: header X-Sim-Fault");
+  app.add_option("--fault-rules", o.fault_rules,
+                 "File of per-request fault rules: 'prompt:MARKER SPEC' or 'request_id:ID[*] SPEC' per line "
+                 "(docs/sim.md)");
   app.add_option("--max-waiting", o.max_waiting, "Waiting requests beyond this are refused with 429");
   app.add_option("--block-size", o.block_size, "KV block size in tokens (default 16)");
   app.add_option("--num-gpu-blocks", o.num_gpu_blocks, "KV blocks in the pool (default 27500)");
@@ -297,6 +300,17 @@ int main(int argc, char** argv) {
   if (o.no_metrics) {
     sim.metrics_enabled = false;
   }
+  if (o.fault_rules) {
+    sim.fault_rules_file = *o.fault_rules;
+  }
+  FaultRules fault_rules;
+  if (!sim.fault_rules_file.empty()) {
+    auto rules = FaultRules::load_file(sim.fault_rules_file);
+    if (!rules) {
+      return fail("--fault-rules: " + rules.error().message);
+    }
+    fault_rules = std::move(*rules);
+  }
   if (o.fault) {
     auto plan = parse_fault_spec(*o.fault, /*from_header=*/false);
     if (!plan) {
@@ -360,6 +374,7 @@ int main(int argc, char** argv) {
 
   ShellConfig cfg;
   cfg.sim = std::move(sim);
+  cfg.fault_rules = std::move(fault_rules);
   if (o.embedding_dims) {
     cfg.embedding_dims = *o.embedding_dims;
   }

@@ -297,8 +297,12 @@ struct SimServer::Impl {
     const http::Request& hreq = ex.request();
     const std::string rid = request_id(hreq);
 
-    // Faults: the flag plan (maybe for a fraction of requests), overridden by the header.
+    // Faults: the flag plan (maybe for a fraction of requests), overridden by a matching rule,
+    // overridden by the header.
     FaultPlan plan = fault_applies(shell.sim.faults, rid) ? shell.sim.faults : FaultPlan{};
+    if (const FaultPlan* rule = shell.fault_rules.match(rid, hreq.body())) {
+      plan = merge_faults(plan, *rule);
+    }
     if (std::string_view spec = header(hreq, kFaultHeader); !spec.empty()) {
       auto hp = parse_fault_spec(spec, /*from_header=*/true);
       if (!hp) {

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "core/http/types.h"
+#include "sim/fault_rules.h"
 #include "sim/launch.h"
 
 namespace cgn::sim {
@@ -37,6 +38,7 @@ inline constexpr std::string_view kClaimPath = "/internal/kv/claim";
 
 struct ShellConfig {
   SimOptions sim;
+  FaultRules fault_rules;  // --fault-rules / --sim-fault-rules, loaded by main
   // Embedding width when a request sets no "dimensions".
   uint32_t embedding_dims = 1024;
   std::chrono::milliseconds shutdown_grace{5'000};

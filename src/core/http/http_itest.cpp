@@ -1049,5 +1049,144 @@ TEST(HttpClient, read_some_returns_every_chunk_already_received_in_one_piece) {
   client.close_idle();
 }
 
+// ---- intake: the header check and the server's caps -----------------------------------------
+
+// A header check that wants "Authorization: Bearer ok", and a route that counts what reached it.
+struct CheckedServer {
+  explicit CheckedServer(ServerConfig cfg = fast_config()) {
+    cfg.header_check = [this](const Request& head, std::string_view remote) -> std::optional<Response> {
+      checks.fetch_add(1);
+      last_remote = std::string(remote);
+      if (head[Field::authorization] == "Bearer ok") {
+        return std::nullopt;
+      }
+      return make_error_response(unauthorized("no key"));
+    };
+    cfg.on_cap_rejected = [this](std::string_view reason, std::string_view) {
+      std::lock_guard lock(mu);
+      rejected.emplace_back(reason);
+    };
+    RouteTable rt;
+    rt.post("/echo", [this](Exchange& ex) -> asio::awaitable<void> {
+      handled.fetch_add(1);
+      (void)co_await ex.respond(make_response(200, ex.request().body(), "text/plain"));
+    });
+    server = std::make_unique<TestServer>(std::move(rt), std::move(cfg));
+  }
+  std::vector<std::string> rejections() {
+    std::lock_guard lock(mu);
+    return rejected;
+  }
+  std::atomic<int> checks{0};
+  std::atomic<int> handled{0};
+  std::string last_remote;
+  std::mutex mu;
+  std::vector<std::string> rejected;
+  std::unique_ptr<TestServer> server;
+};
+
+TEST(HttpServer, header_check_refuses_before_the_body_and_without_100_continue) {
+  CheckedServer s;
+  {
+    // 8 MiB announced, 100-continue asked for: the refusal comes instead, and nothing more is read.
+    RawConn c(s.server->port);
+    c.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 8388608\r\nExpect: 100-continue\r\n\r\n");
+    error_code ec;
+    const std::string wire = c.read_to_close(ec);
+    EXPECT_EQ(ec, asio::error::eof);
+    EXPECT_EQ(wire.find("100 Continue"), std::string::npos) << wire;
+    const auto r = split_response(wire);
+    EXPECT_EQ(r.status, 401);
+    expect_openai_error(r.body, 401);
+    EXPECT_NE(r.head.find("Connection: close"), std::string::npos) << r.head;
+  }
+  {
+    // No Expect: the client starts sending its body at once; the answer does not wait for it.
+    RawConn c(s.server->port);
+    c.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 8388608\r\n\r\n" + std::string(4096, 'x'));
+    error_code ec;
+    EXPECT_EQ(split_response(c.read_to_close(ec)).status, 401);
+  }
+  EXPECT_EQ(s.handled.load(), 0);
+  EXPECT_EQ(s.checks.load(), 2);
+  EXPECT_TRUE(s.last_remote.starts_with("127.0.0.1:")) << s.last_remote;
+  // With the key the same request goes through, once per request on a keep-alive connection.
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  for (int i = 0; i < 2; ++i) {
+    Request req = make_request(Verb::post, "/echo", "hello");
+    req.set(Field::authorization, "Bearer ok");
+    auto res = run_on(ctx, client.send(s.server->upstream(), std::move(req)));
+    ASSERT_TRUE(res.ok()) << res.error().message;
+    EXPECT_EQ(res->result_int(), 200u);
+    EXPECT_EQ(res->body(), "hello");
+  }
+  EXPECT_EQ(s.checks.load(), 4);
+  EXPECT_EQ(s.handled.load(), 2);
+}
+
+TEST(HttpServer, a_connection_over_max_connections_gets_503_and_the_observer_hears_of_it) {
+  ServerConfig cfg = fast_config();
+  cfg.limits.max_connections = 1;
+  CheckedServer s(cfg);
+  RawConn first(s.server->port);
+  // The first connection is open (answered, kept alive) before the second arrives.
+  first.send("POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ok\r\nContent-Length: 2\r\n\r\nhi");
+  std::string got;
+  error_code ec;
+  asio::read_until(first.sock, asio::dynamic_buffer(got), "hi", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  RawConn second(s.server->port);
+  second.send("POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ok\r\nContent-Length: 2\r\n\r\nhi");
+  const auto r = split_response(second.read_to_close(ec));
+  EXPECT_EQ(r.status, 503);
+  expect_openai_error(r.body, 503);
+  EXPECT_NE(r.body.find("server_busy"), std::string::npos) << r.body;
+  EXPECT_EQ(s.rejections(), std::vector<std::string>{"connections"});
+  EXPECT_EQ(s.handled.load(), 1);
+}
+
+TEST(HttpServer, bodies_over_max_buffered_bytes_get_503_before_they_are_read) {
+  ServerConfig cfg = fast_config();
+  cfg.limits.max_buffered_bytes = 1000;
+  CheckedServer s(cfg);
+  const std::string head = "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ok\r\n";
+  {
+    RawConn c(s.server->port);
+    c.send(head + "Content-Length: 2000\r\n\r\n");
+    error_code ec;
+    EXPECT_EQ(split_response(c.read_to_close(ec)).status, 503);
+  }
+  // A body still arriving holds its share: the next one that does not fit beside it is refused,
+  // and the share comes back when its request is done.
+  RawConn holder(s.server->port);
+  holder.send(head + "Content-Length: 800\r\n\r\n" + std::string(100, 'a'));
+  EXPECT_TRUE(cgn::testing::wait_until([&] { return s.checks.load() == 2; }, 10s));
+  {
+    RawConn c(s.server->port);
+    c.send(head + "Content-Length: 500\r\nConnection: close\r\n\r\n" + std::string(500, 'b'));
+    error_code ec;
+    EXPECT_EQ(split_response(c.read_to_close(ec)).status, 503);
+  }
+  holder.send(std::string(700, 'a'));
+  std::string got;
+  error_code ec;
+  asio::read_until(holder.sock, asio::dynamic_buffer(got), std::string(800, 'a'), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  {
+    RawConn c(s.server->port);
+    c.send(head + "Content-Length: 500\r\nConnection: close\r\n\r\n" + std::string(500, 'b'));
+    EXPECT_EQ(split_response(c.read_to_close(ec)).status, 200);
+  }
+  // Chunked bodies count as they grow.
+  {
+    RawConn c(s.server->port);
+    c.send(head + "Transfer-Encoding: chunked\r\n\r\n4b0\r\n" + std::string(1200, 'c') + "\r\n0\r\n\r\n");
+    EXPECT_EQ(split_response(c.read_to_close(ec)).status, 503);
+  }
+  EXPECT_EQ(s.rejections(), (std::vector<std::string>{"buffered_bytes", "buffered_bytes", "buffered_bytes"}));
+  EXPECT_EQ(s.handled.load(), 2);
+}
+
 }  // namespace
 }  // namespace cgn::http

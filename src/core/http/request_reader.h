@@ -41,6 +41,15 @@ class RequestReader {
   const ApiError& error() const { return error_; }
 
   bool keep_alive() const { return parser_ && parser_->keep_alive(); }
+  // Once header_done(): the request line and headers (the body is still arriving).
+  const Request& head() const { return parser_->get(); }
+  // Once header_done(): the announced body length; nullopt when chunked.
+  std::optional<uint64_t> content_length() const {
+    const auto n = parser_->content_length();
+    return n ? std::optional<uint64_t>(*n) : std::nullopt;
+  }
+  // Body bytes parsed so far.
+  size_t body_bytes() const { return parser_->get().body().size(); }
   Request take();
 
  private:

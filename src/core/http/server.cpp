@@ -6,6 +6,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -101,6 +102,8 @@ struct Server::Impl {
   std::atomic<uint64_t> accepted{0};
   std::atomic<uint64_t> open{0};
   std::atomic<uint64_t> served{0};
+  std::atomic<size_t> buffered{0};  // request body bytes held (ServerLimits::max_buffered_bytes)
+  std::atomic<size_t> refusing{0};  // connections over max_connections being answered 503
   std::atomic<bool> stopping{false};
   bool started = false;
   bool stopped = false;
@@ -135,6 +138,7 @@ class ServerConnection final : public Exchange,
         reader_(RequestLimits{limits_.max_header_bytes, limits_.max_body_bytes}) {}
 
   ~ServerConnection() override {
+    release_body();
     worker_.conns.erase(this);
     if (registered_) {
       detail::DeadlineSweeper::of(worker_.ctx).remove(this);
@@ -166,9 +170,14 @@ class ServerConnection final : public Exchange,
   Request& request() override { return req_; }
   size_t worker_index() const override { return worker_.index; }
   std::string remote_address() const override {
-    error_code ec;
-    auto ep = const_cast<Transport&>(transport_).socket().remote_endpoint(ec);
-    return ec ? std::string() : ep.address().to_string() + ":" + std::to_string(ep.port());
+    if (remote_.empty()) {  // once per connection: the header check asks on every request
+      error_code ec;
+      auto ep = const_cast<Transport&>(transport_).socket().remote_endpoint(ec);
+      if (!ec) {
+        remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+      }
+    }
+    return remote_;
   }
   bool client_open() const override { return client_open_ && !closed_; }
   bool draining() const override { return draining_; }
@@ -432,6 +441,8 @@ class ServerConnection final : public Exchange,
         break;
       }
       co_await handle();
+      req_ = Request{};  // the body's memory goes back with its share of max_buffered_bytes
+      release_body();
       srv_.served.fetch_add(1, std::memory_order_relaxed);
       if (!keep_alive_ || !client_open() || draining_) {
         break;
@@ -444,18 +455,39 @@ class ServerConnection final : public Exchange,
     phase_ = buf_.size() > 0 ? Phase::headers : Phase::idle;
     set_deadline_after(phase_ == Phase::idle ? timeouts_.idle : timeouts_.header);
     bool continue_sent = false;
+    bool head_checked = false;
     for (;;) {
       if (buf_.size() > 0 && phase_ == Phase::idle) {
         phase_ = Phase::headers;
         set_deadline_after(timeouts_.header);
       }
       const RequestReader::State st = reader_.parse(buf_);
-      if (st == RequestReader::State::done) {
-        break;
-      }
       if (st == RequestReader::State::error) {
         co_await reject(reader_.error());
         co_return false;
+      }
+      if (reader_.header_done() && !head_checked) {
+        // The headers alone decide whether the body is worth reading (no 100 Continue before).
+        head_checked = true;
+        if (srv_.cfg.header_check) {
+          if (std::optional<Response> refusal = srv_.cfg.header_check(reader_.head(), remote_address())) {
+            co_await refuse(std::move(*refusal));
+            co_return false;
+          }
+        }
+      }
+      if (!hold_body()) {
+        if (srv_.cfg.on_cap_rejected) {
+          srv_.cfg.on_cap_rejected("buffered_bytes", remote_address());
+        }
+        Response busy = make_error_response(service_unavailable(
+            "The server holds too many request bodies in memory; retry later.", "server_busy"));
+        busy.set(Field::retry_after, "1");
+        co_await refuse(std::move(busy));
+        co_return false;
+      }
+      if (st == RequestReader::State::done) {
+        break;
       }
       if (reader_.header_done() && phase_ != Phase::body) {
         phase_ = Phase::body;
@@ -486,7 +518,10 @@ class ServerConnection final : public Exchange,
     co_return true;
   }
 
-  asio::awaitable<void> reject(const ApiError& e) {
+  asio::awaitable<void> reject(const ApiError& e) { co_await refuse(make_error_response(e)); }
+
+  // Answers `res` without reading the rest of the request, then closes (after a short linger).
+  asio::awaitable<void> refuse(Response res) {
     keep_alive_ = false;
     linger_ = true;
     req_version_ = 11;
@@ -494,7 +529,37 @@ class ServerConnection final : public Exchange,
     cors_ = false;
     response_started_ = false;
     client_open_ = !peer_closed_;
-    (void)co_await respond(make_error_response(e));
+    (void)co_await respond(std::move(res));
+  }
+
+  // Holds the current request's body bytes against max_buffered_bytes: all of Content-Length
+  // once the headers are in, or what a chunked body has grown to. False: over the cap.
+  bool hold_body() {
+    const size_t cap = limits_.max_buffered_bytes;
+    if (cap == 0 || !reader_.header_done()) {
+      return true;
+    }
+    const std::optional<uint64_t> announced = reader_.content_length();
+    const size_t want = announced ? static_cast<size_t>(*announced) : reader_.body_bytes();
+    if (want <= held_) {
+      return true;
+    }
+    const size_t more = want - held_;
+    size_t cur = srv_.buffered.load(std::memory_order_relaxed);
+    do {
+      if (more > cap || cur > cap - more) {
+        return false;
+      }
+    } while (!srv_.buffered.compare_exchange_weak(cur, cur + more, std::memory_order_relaxed));
+    held_ = want;
+    return true;
+  }
+
+  void release_body() {
+    if (held_ > 0) {
+      srv_.buffered.fetch_sub(held_, std::memory_order_relaxed);
+      held_ = 0;
+    }
   }
 
   asio::awaitable<void> handle() {
@@ -589,6 +654,8 @@ class ServerConnection final : public Exchange,
   beast_http::response<beast_http::empty_body> stream_header_;
   RequestReader reader_;
   Request req_;
+  size_t held_ = 0;              // bytes of Impl::buffered this connection holds
+  mutable std::string remote_;  // remote_address(), cached
   unsigned req_version_ = 11;
 
   ReadWaiter waiter_;
@@ -627,6 +694,49 @@ void log_exception(const log::Logger& log, const char* what, const std::exceptio
   }
 }
 
+// A connection over max_connections: answered 503 and closed without a handler. It lingers up to
+// `linger` so the client reads the answer rather than a reset; at most kMaxRefusing at once linger,
+// the rest are closed at once.
+constexpr size_t kMaxRefusing = 256;
+
+asio::awaitable<void> refuse_connection(Server::Impl* s, tcp::socket sock) {
+  co_await asio::this_coro::throw_if_cancelled(false);
+  static const std::string kBusy = [] {
+    Response res = make_error_response(
+        service_unavailable("The server has too many open connections; retry later.", "server_busy"));
+    res.set(Field::retry_after, "1");
+    res.keep_alive(false);
+    res.prepare_payload();
+    std::string out;
+    detail::serialize_header(res.base(), out);
+    return out + res.body();
+  }();
+  asio::steady_timer timer(sock.get_executor());
+  timer.expires_after(s->cfg.timeouts.linger);
+  timer.async_wait([&sock](error_code ec) {
+    if (!ec) {
+      error_code ignored;
+      sock.close(ignored);
+    }
+  });
+  auto [wec, wn] = co_await asio::async_write(sock, asio::buffer(kBusy), use_tuple);
+  if (!wec) {
+    error_code ignored;
+    sock.shutdown(tcp::socket::shutdown_send, ignored);
+    std::array<char, 4096> sink{};
+    for (;;) {
+      auto [rec, rn] = co_await sock.async_read_some(asio::buffer(sink), use_tuple);
+      if (rec) {
+        break;
+      }
+    }
+  }
+  timer.cancel();
+  error_code ignored;
+  sock.close(ignored);
+  s->refusing.fetch_sub(1);
+}
+
 asio::awaitable<void> accept_loop(Server::Impl* s) {
   co_await asio::this_coro::throw_if_cancelled(false);
   asio::steady_timer backoff(s->workers[0]->ctx);
@@ -648,6 +758,23 @@ asio::awaitable<void> accept_loop(Server::Impl* s) {
     }
     error_code ignored;
     sock.set_option(tcp::no_delay(true), ignored);
+    if (const size_t cap = s->cfg.limits.max_connections; cap > 0 && s->open.load() >= cap) {
+      if (s->cfg.on_cap_rejected) {
+        const auto ep = sock.remote_endpoint(ignored);
+        s->cfg.on_cap_rejected(
+            "connections",
+            ignored ? std::string() : ep.address().to_string() + ":" + std::to_string(ep.port()));
+      }
+      if (s->tls || s->refusing.fetch_add(1) >= kMaxRefusing) {
+        if (!s->tls) {
+          s->refusing.fetch_sub(1);
+        }
+        sock.close(ignored);  // TLS: a plaintext answer would be noise before a handshake
+        continue;
+      }
+      asio::co_spawn(w.ctx, refuse_connection(s, std::move(sock)), asio::detached);
+      continue;
+    }
     s->accepted.fetch_add(1, std::memory_order_relaxed);
     s->open.fetch_add(1);
     auto sig = std::make_shared<asio::cancellation_signal>();

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -33,6 +34,12 @@ using std::chrono::milliseconds;
 struct ServerLimits {
   size_t max_header_bytes = size_t{16} * 1024;       // request line + headers -> 431 beyond
   size_t max_body_bytes = size_t{16} * 1024 * 1024;  // Content-Length checked before reading -> 413
+  // Open connections; one more is answered 503 and closed at once. 0: unlimited.
+  size_t max_connections = 0;
+  // Request bodies held in memory across all connections (reserved at Content-Length when the
+  // headers are in, counted as they arrive when chunked); a request that would go over is
+  // answered 503 before its body is read. 0: unlimited.
+  size_t max_buffered_bytes = 0;
 };
 
 struct ServerTimeouts {
@@ -43,6 +50,17 @@ struct ServerTimeouts {
   milliseconds tls_handshake{10'000};
   milliseconds linger{1'000};  // after an error response: drain unread input before closing
 };
+
+// Runs once per request when its headers are complete: before any body byte is read on purpose
+// and before "100 Continue" is sent. A response returned goes out at once and the connection
+// closes (its unread body is never buffered); nullopt lets the request proceed. `head` holds the
+// request line and headers (its body is not complete). Called on the connection's worker thread.
+using HeaderCheck =
+    std::function<std::optional<Response>(const Request& head, std::string_view remote_address)>;
+
+// Told when a server cap refuses a connection or a request: `reason` is "connections" or
+// "buffered_bytes". Called on a worker thread (any of them): must be thread-safe.
+using RejectObserver = std::function<void(std::string_view reason, std::string_view remote_address)>;
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
@@ -56,6 +74,8 @@ struct ServerConfig {
   // Precision of all timeouts (the per-thread deadline sweep interval).
   milliseconds timer_resolution{50};
   int listen_backlog = 1024;
+  HeaderCheck header_check;        // optional
+  RejectObserver on_cap_rejected;  // optional
 };
 
 // One request/response exchange, handed to a route handler. Owned by the
