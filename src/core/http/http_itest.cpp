@@ -538,6 +538,44 @@ TEST(HttpServer, malformed_request_is_400) {
   expect_openai_error(r.body, 400);
 }
 
+TEST(HttpServer, unknown_transfer_encoding_is_501_and_what_follows_never_runs) {
+  std::atomic<int> echoed{0};
+  RouteTable rt;
+  rt.post("/echo", [&echoed](Exchange& ex) -> asio::awaitable<void> {
+    echoed.fetch_add(1);
+    (void)co_await ex.respond(make_response(200, ex.request().body(), "text/plain"));
+  });
+  TestServer s(std::move(rt));
+  RawConn c(s.port);
+  // Read as an empty body, the bytes after the header would run as a second request.
+  c.send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n"
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\nsmuggled");
+  error_code ec;
+  const std::string all = c.read_to_close(ec);
+  EXPECT_EQ(ec, asio::error::eof);  // the server closed the connection
+  const auto r = split_response(all);
+  EXPECT_EQ(r.status, 501);
+  expect_openai_error(r.body, 501);
+  EXPECT_EQ(all.find("smuggled"), std::string::npos) << all;
+  EXPECT_EQ(all.find("HTTP/1.1", 1), std::string::npos) << all;  // one response only
+  EXPECT_EQ(echoed.load(), 0);
+}
+
+TEST(HttpServer, http11_request_without_a_host_or_with_two_is_400) {
+  for (std::string head :
+       {"GET /ping HTTP/1.1\r\n\r\n", "GET /ping HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"}) {
+    TestServer s(basic_routes());
+    RawConn c(s.port);
+    c.send(head);
+    error_code ec;
+    const auto r = split_response(c.read_to_close(ec));
+    EXPECT_EQ(r.status, 400) << head;
+    expect_openai_error(r.body, 400);
+    EXPECT_NE(r.body.find("Host"), std::string::npos) << r.body;
+  }
+}
+
 TEST(HttpServer, slow_headers_are_cut_by_the_header_timeout) {
   ServerConfig cfg = fast_config();
   cfg.timeouts.header = 200ms;
@@ -567,9 +605,9 @@ TEST(HttpServer, pipelined_requests_are_answered_in_order) {
   TestServer s(basic_routes());
   RawConn c(s.port);
   c.send(
-      "POST /echo HTTP/1.1\r\nContent-Length: 1\r\n\r\nA"
-      "POST /echo HTTP/1.1\r\nContent-Length: 1\r\n\r\nB"
-      "GET /ping HTTP/1.1\r\nConnection: close\r\n\r\n");
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nA"
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nB"
+      "GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   error_code ec;
   const std::string all = c.read_to_close(ec);
   const size_t a = all.find("\r\n\r\nA");
@@ -601,7 +639,9 @@ TEST(HttpServer, handler_that_does_not_answer_gets_500) {
 TEST(HttpServer, expect_100_continue_is_answered_before_the_body) {
   TestServer s(basic_routes());
   RawConn c(s.port);
-  c.send("POST /echo HTTP/1.1\r\nContent-Length: 4\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n");
+  c.send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\nConnection: "
+      "close\r\n\r\n");
   std::string interim;
   error_code ec;
   asio::read_until(c.sock, asio::dynamic_buffer(interim), "\r\n\r\n", ec);
@@ -618,7 +658,7 @@ TEST(HttpServer, incomplete_body_is_cut_by_the_body_timeout) {
   cfg.timeouts.body = 200ms;
   TestServer s(basic_routes(), cfg);
   RawConn c(s.port);
-  c.send("POST /echo HTTP/1.1\r\nContent-Length: 10\r\n\r\nab");  // 8 bytes never come
+  c.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nab");  // 8 bytes never come
   error_code ec;
   const std::string got = c.read_to_close(ec);
   EXPECT_EQ(ec, asio::error::eof);  // closed by the server, not our 5 s receive timeout
@@ -642,7 +682,7 @@ TEST(HttpServer, http10_stream_is_delimited_by_close) {
 TEST(HttpServer, head_runs_get_and_sends_headers_only) {
   TestServer s(basic_routes());
   RawConn c(s.port);
-  c.send("HEAD /ping HTTP/1.1\r\n\r\nGET /ping HTTP/1.1\r\nConnection: close\r\n\r\n");
+  c.send("HEAD /ping HTTP/1.1\r\nHost: x\r\n\r\nGET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   error_code ec;
   const std::string all = c.read_to_close(ec);
   const size_t second = all.find("HTTP/1.1 200", 1);
@@ -979,7 +1019,8 @@ bool bytes_waiting_after_first_step(bool flush_first, const std::string& request
 
 TEST(HttpServer, deferred_stream_sends_its_headers_with_the_first_bytes) {
   std::string wire;
-  EXPECT_FALSE(bytes_waiting_after_first_step(false, "GET /d HTTP/1.1\r\nConnection: close\r\n\r\n", wire));
+  EXPECT_FALSE(
+      bytes_waiting_after_first_step(false, "GET /d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", wire));
   const auto r = split_response(wire);
   EXPECT_EQ(r.status, 200) << wire;
   EXPECT_NE(r.head.find("Transfer-Encoding: chunked"), std::string::npos) << r.head;
@@ -988,13 +1029,15 @@ TEST(HttpServer, deferred_stream_sends_its_headers_with_the_first_bytes) {
 
 TEST(HttpServer, deferred_stream_headers_go_alone_on_an_empty_write) {
   std::string wire;
-  EXPECT_TRUE(bytes_waiting_after_first_step(true, "GET /d HTTP/1.1\r\nConnection: close\r\n\r\n", wire));
+  EXPECT_TRUE(
+      bytes_waiting_after_first_step(true, "GET /d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", wire));
   EXPECT_EQ(split_response(wire).body, "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
 }
 
 TEST(HttpServer, deferred_stream_answers_head_and_http10) {
   std::string wire;
-  (void)bytes_waiting_after_first_step(false, "HEAD /d HTTP/1.1\r\nConnection: close\r\n\r\n", wire);
+  (void)bytes_waiting_after_first_step(false, "HEAD /d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                                       wire);
   auto r = split_response(wire);
   EXPECT_EQ(r.status, 200) << wire;
   EXPECT_EQ(r.body, "");  // headers only
