@@ -181,6 +181,7 @@ void read_agent(TableReader& r, AgentConfig& c) {
   r.get("restart_backoff_initial_ms", c.restart_backoff_initial_ms, {10, 3600000});
   r.get("restart_backoff_max_ms", c.restart_backoff_max_ms, {10, 3600000});
   r.get("stop_grace_ms", c.stop_grace_ms, {0, 600000});
+  r.get("engine_outlives_agent", c.engine_outlives_agent);
   if (c.restart_backoff_initial_ms > c.restart_backoff_max_ms) {
     r.fail("restart_backoff_initial_ms", ConfigError::bad_value,
            fmt::format("{} is above restart_backoff_max_ms ({})", c.restart_backoff_initial_ms,
@@ -446,7 +447,8 @@ std::string dump_config(const CognitoraConfig& c) {
                                          {"probe_interval_ms", c.agent.probe_interval_ms},
                                          {"restart_backoff_initial_ms", c.agent.restart_backoff_initial_ms},
                                          {"restart_backoff_max_ms", c.agent.restart_backoff_max_ms},
-                                         {"stop_grace_ms", c.agent.stop_grace_ms}}},
+                                         {"stop_grace_ms", c.agent.stop_grace_ms},
+                                         {"engine_outlives_agent", c.agent.engine_outlives_agent}}},
                    {"engine", std::move(engine)}};
   std::ostringstream out;
   out << toml::toml_formatter{root};

@@ -159,6 +159,7 @@ struct AgentConfig {
   uint32_t restart_backoff_initial_ms = 1000;  // first restart delay; doubles per crash
   uint32_t restart_backoff_max_ms = 60000;     // cap on the restart delay
   uint32_t stop_grace_ms = 15000;              // SIGTERM to the engine, then SIGKILL after this
+  bool engine_outlives_agent = false;          // true: no parent-death signal for the engine
   std::string state_backend = "static";        // static (router polls Health) | etcd (publish) | gossip
   uint32_t publish_interval_ms = 250;          // etcd: at most one KV-prefix txn per interval
   uint32_t max_published_prefixes = 4096;      // etcd: cap on live KV prefix keys (also capacity-bound)
