@@ -35,6 +35,7 @@ void read_timeouts(TableReader& r, TimeoutsConfig& c) {
   r.get("request_ms", c.request_ms, kPositive);
   r.get("shutdown_grace_ms", c.shutdown_grace_ms, {0, 86'400'000});
   r.get("health_interval_ms", c.health_interval_ms, {10, 3'600'000});
+  r.get("continue_ms", c.continue_ms, {0, 86'400'000});
 }
 
 void read_weights(TableReader& r, ScoreWeights& c) {
@@ -327,7 +328,8 @@ std::string dump_config(const CognitoraConfig& c) {
                        {"idle_ms", r.timeouts.idle_ms},
                        {"request_ms", r.timeouts.request_ms},
                        {"shutdown_grace_ms", r.timeouts.shutdown_grace_ms},
-                       {"health_interval_ms", r.timeouts.health_interval_ms}};
+                       {"health_interval_ms", r.timeouts.health_interval_ms},
+                       {"continue_ms", r.timeouts.continue_ms}};
   const ScoreWeights& w = r.routing.weights;
   toml::table weights{{"prefill_ms_per_block", w.prefill_ms_per_block},
                       {"queue_ms_per_request", w.queue_ms_per_request},

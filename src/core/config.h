@@ -41,6 +41,9 @@ struct TimeoutsConfig {
   uint32_t request_ms = 600000;        // whole request, stream included
   uint32_t shutdown_grace_ms = 30000;  // in-flight streams may finish this long after SIGTERM
   uint32_t health_interval_ms = 2000;  // static backend: health poll period per node
+  // Agents only: the body waits for the agent's "100 Continue"; none within this is a failed
+  // connect (the request goes elsewhere). 0: no Expect: 100-continue.
+  uint32_t continue_ms = 2000;
 };
 
 // [router.routing.weights]: the TTFT estimate (DESIGN.md §5), all in milliseconds.

@@ -59,6 +59,7 @@ TEST(Config, EmptyFileGivesDocumentedDefaults) {
   EXPECT_EQ(c.router.limits.max_messages, 4096u);
   EXPECT_EQ(c.router.limits.max_header_bytes, 16u << 10);
   EXPECT_EQ(c.router.timeouts.connect_ms, 2000u);
+  EXPECT_EQ(c.router.timeouts.continue_ms, 2000u);
   EXPECT_EQ(c.router.routing.block_bytes, 256u);
   EXPECT_EQ(c.router.routing.index_ttl_s, 120u);
   EXPECT_DOUBLE_EQ(c.router.routing.weights.ram_tier_credit, 0.75);
@@ -104,6 +105,7 @@ state_backend = "etcd"
 max_body_bytes = 1024
 [router.timeouts]
 idle_ms = 5
+continue_ms = 0
 [router.routing]
 block_bytes = 128
 [router.routing.weights]
@@ -142,6 +144,7 @@ gpus = [0, 3]
   EXPECT_EQ(c.router.limits.max_body_bytes, 1024u);
   EXPECT_EQ(c.router.limits.max_json_depth, 64u);  // untouched sibling keeps its default
   EXPECT_EQ(c.router.timeouts.idle_ms, 5u);
+  EXPECT_EQ(c.router.timeouts.continue_ms, 0u);
   EXPECT_EQ(c.router.routing.block_bytes, 128u);
   EXPECT_DOUBLE_EQ(c.router.routing.weights.prefill_ms_per_block, 2.0);
   EXPECT_DOUBLE_EQ(c.router.routing.weights.temperature, 0.5);
@@ -325,10 +328,10 @@ TEST(Config, EnumsListTheAllowedValues) {
   EXPECT_EQ(
       error_of("[[router.nodes]]\nurl = \"http://a:1\"\nrole = \"both \"\n"),
       "cognitora.toml:3:8: key 'router.nodes[0].role' expected one of prefill|decode|both, got \"both \"");
-  EXPECT_EQ(
-      error_of("[engine]\nkind = \"vLLM\"\n"),
-      "cognitora.toml:2:8: key 'engine.kind' expected one of vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim|external, "
-      "got \"vLLM\"");
+  EXPECT_EQ(error_of("[engine]\nkind = \"vLLM\"\n"),
+            "cognitora.toml:2:8: key 'engine.kind' expected one of "
+            "vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim|external, "
+            "got \"vLLM\"");
 }
 
 TEST(Config, AddressesAreValidated) {

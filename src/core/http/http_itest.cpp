@@ -7,6 +7,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -265,6 +266,144 @@ TEST(HttpClient, retries_once_when_a_reused_connection_dies_before_answering) {
   ASSERT_TRUE(second.ok()) << second.error().message;
   EXPECT_EQ(second->body(), "retried");
   EXPECT_EQ(client.connections_opened(), 2u);
+  client.close_idle();
+}
+
+TEST(HttpClient, a_reused_connection_that_dies_and_a_refused_reconnect_is_a_close_not_a_refusal) {
+  // A server that dies of the request: the pooled connection closes, then connects are refused.
+  // Reported as a refused connect, a router would take the request to the next node as if it
+  // had never been delivered.
+  RawServer up([](tcp::acceptor& acc) {
+    error_code ec;
+    tcp::socket s1 = acc.accept(ec);
+    if (ec) {
+      return;
+    }
+    RawServer::set_timeout(s1);
+    std::string buf;
+    if (!RawServer::read_head(s1, buf)) {
+      return;
+    }
+    asio::write(s1, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")), ec);
+    RawServer::read_head(s1, buf);  // the second request arrives on the pooled connection...
+    acc.close(ec);                  // ...the server stops listening...
+    s1.close();                     // ...and the connection drops without an answer
+  });
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  const Upstream u{"127.0.0.1", up.port()};
+  auto first = run_on(ctx, client.send(u, make_request(Verb::get, "/a")));
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  auto second = run_on(ctx, client.send(u, make_request(Verb::get, "/b")));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().code, HttpError::closed) << second.error().message;
+}
+
+ClientTimeouts with_continue_wait(std::chrono::milliseconds wait) {
+  ClientTimeouts t;
+  t.continue_wait = wait;
+  return t;
+}
+
+TEST(HttpClient, continue_wait_sends_the_body_after_the_servers_100_and_reuses_the_connection) {
+  TestServer s(basic_routes());
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  for (int i = 0; i < 2; ++i) {
+    auto r = run_on(ctx, client.send(s.upstream(), make_request(Verb::post, "/echo", "payload"),
+                                     with_continue_wait(2000ms)));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->body(), "payload");
+  }
+  EXPECT_EQ(client.connections_opened(), 1u);
+}
+
+TEST(HttpClient, no_100_within_continue_wait_is_a_failed_connect_and_the_body_never_leaves) {
+  // Accepts (as the kernel does for a hung or stopped server) and never answers.
+  std::promise<std::string> received;
+  RawServer up([&received](tcp::acceptor& acc) {
+    error_code ec;
+    tcp::socket s = acc.accept(ec);
+    if (ec) {
+      received.set_value("");
+      return;
+    }
+    RawServer::set_timeout(s);
+    std::string all;
+    asio::read(s, asio::dynamic_buffer(all), ec);  // until the client gives up and closes
+    received.set_value(all);
+  });
+  asio::io_context ctx;
+  ClientConfig cc;
+  cc.timer_resolution = 10ms;
+  HttpClient client(ctx, cc);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_on(ctx, client.send(Upstream{"127.0.0.1", up.port()},
+                                   make_request(Verb::post, "/v1/chat/completions", "SECRET-BODY"),
+                                   with_continue_wait(200ms)));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, HttpError::connect_failed) << r.error().message;
+  EXPECT_NE(r.error().message.find("100 Continue"), std::string::npos) << r.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);  // not the 60 s header timeout
+  auto got = received.get_future();
+  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
+  const std::string wire = got.get();
+  EXPECT_NE(wire.find("Expect: 100-continue"), std::string::npos) << wire;
+  EXPECT_EQ(wire.find("SECRET-BODY"), std::string::npos) << wire;
+}
+
+TEST(HttpClient, a_final_answer_instead_of_100_is_the_response_and_its_connection_is_not_pooled) {
+  RawServer up([](tcp::acceptor& acc) {
+    error_code ec;
+    tcp::socket s = acc.accept(ec);
+    if (ec) {
+      return;
+    }
+    RawServer::set_timeout(s);
+    std::string buf;
+    if (RawServer::read_head(s, buf)) {
+      asio::write(s, asio::buffer(std::string("HTTP/1.1 401 Unauthorized\r\nContent-Length: 2\r\n\r\nno")),
+                  ec);
+    }
+    RawServer::read_head(s, buf);  // until the client closes
+  });
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  const Upstream u{"127.0.0.1", up.port()};
+  auto r = run_on(ctx, client.send(u, make_request(Verb::post, "/x", "body"), with_continue_wait(2000ms)));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->result_int(), 401u);
+  EXPECT_EQ(r->body(), "no");
+  EXPECT_EQ(client.idle_connections(u), 0u);
+}
+
+TEST(HttpClient, without_continue_wait_no_expect_header_goes_out) {
+  // A client that sends the body at once must not ask for a 100 it will not wait for: the
+  // server's interim answer would be read as the response.
+  std::promise<std::string> head;
+  RawServer up([&head](tcp::acceptor& acc) {
+    error_code ec;
+    tcp::socket s = acc.accept(ec);
+    if (ec) {
+      head.set_value("");
+      return;
+    }
+    RawServer::set_timeout(s);
+    std::string buf;
+    const size_t n = asio::read_until(s, asio::dynamic_buffer(buf), "\r\n\r\n", ec);
+    head.set_value(buf.substr(0, n));
+    asio::write(s, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")), ec);
+    RawServer::read_head(s, buf);
+  });
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  Request req = make_request(Verb::post, "/x", "body");
+  req.set(Field::expect, "100-continue");
+  auto r = run_on(ctx, client.send(Upstream{"127.0.0.1", up.port()}, std::move(req)));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  auto got = head.get_future();
+  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(got.get().find("Expect"), std::string::npos);
   client.close_idle();
 }
 
