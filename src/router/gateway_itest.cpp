@@ -522,6 +522,17 @@ TEST(Gateway, AnAgentsEngineClosedAnswerCountsAsACloseAndIsRelayedWithoutTheMark
   EXPECT_EQ(c.metric("cgn_router_retries_total{model=\"test-model\",reason=\"closed\"}"), 1.0);
 }
 
+TEST(Gateway, BareEndpointsGetNoExpectContinue) {
+  // Only agents are known to answer 100 Continue; a bare OpenAI endpoint gets the body at once.
+  Cluster c({.nodes = 1});
+  Client cl(c.port());
+  const Reply r = cl.post("/v1/chat/completions", chat_body("hello"));
+  ASSERT_EQ(r.status, 200u);
+  const auto seen = c.engine(0).seen();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back().header("Expect"), "");
+}
+
 TEST(Gateway, BusyAnswersStillGoToEveryRankedNode) {
   // 503 and 429 say nothing against the request: up to max_attempts (3) nodes try it.
   Cluster c({.nodes = 3, .poll = 60s});
