@@ -29,9 +29,16 @@ configure: bootstrap $(BUILD)/build.ninja
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Everything a test target starts carries this run's token in its environment, so the last
+# step of `make test` finds any process that outlived its test (scripts/check-leftovers.sh).
+CGN_TEST_RUN := $(or $(CGN_TEST_RUN),$(shell od -An -N8 -tx8 /dev/urandom | tr -d ' \n'))
+export CGN_TEST_RUN
+
 # Release build, every label; the official openai npm client through the router;
-# the unit label under AddressSanitizer/UBSan; the dashboard in headless Chromium.
+# the unit label under AddressSanitizer/UBSan; the dashboard in headless Chromium;
+# then no process any of them started may still be alive.
 test: test-release test-node test-asan test-browser
+	@scripts/check-leftovers.sh
 
 test-release: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900

@@ -401,12 +401,21 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
         ->with({timeout ? "timeout" : (err.code == HttpError::connect_failed ? "connect" : "closed")})
         .inc();
     const EngineHealth h = health ? health() : EngineHealth{};
+    // Closed before answering: the engine may have died of this very request, whatever the
+    // supervisor has seen yet; the router must know, so it does not walk the request through
+    // the fleet (kFailureHeader).
+    const bool closed = !timeout && err.code != HttpError::connect_failed;
     ApiError e = timeout   ? gateway_timeout("The engine timed out: " + err.message)
+                 : closed  ? bad_gateway("The engine closed the connection before answering: " + err.message)
                  : h.ready ? bad_gateway("The engine failed: " + err.message)
                            : service_unavailable("The engine is not ready (" + h.state + "): " + err.message,
                                                  "engine_not_ready");
     const unsigned code = e.status;
-    co_await ex.respond_error(e);
+    http::Response res = http::make_error_response(e);
+    if (closed) {
+      res.set(http::kFailureHeader, http::kFailureEngineClosed);
+    }
+    co_await ex.respond(std::move(res));
     done(ep, code, start);
     co_return;
   }
@@ -422,7 +431,12 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
     if (!body) {
       upstream_errors->with({"closed"}).inc();
       if (ex.client_open()) {
-        co_await ex.respond_error(bad_gateway("The engine failed mid-answer: " + body.error().message));
+        http::Response res =
+            http::make_error_response(bad_gateway("The engine failed mid-answer: " + body.error().message));
+        if (body.error().code != HttpError::timeout) {
+          res.set(http::kFailureHeader, http::kFailureEngineClosed);  // nothing of it reached the router
+        }
+        co_await ex.respond(std::move(res));
       }
       done(ep, 502, start);
       co_return;

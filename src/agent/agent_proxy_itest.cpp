@@ -337,6 +337,8 @@ TEST(AgentProxy, engine_down_is_503_while_not_ready_and_502_once_ready) {
   r = h.post("/v1/completions", "{}");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->result_int(), 502u);
+  // A refused connect never reached the engine: not the router's "closed on the request" case.
+  EXPECT_EQ(r->find(http::kFailureHeader), r->end());
 }
 
 // An upstream that records what it received and streams until its client goes away.
@@ -378,6 +380,11 @@ struct EchoUpstream {
       h.set(http::Field::content_type, "text/event-stream");
       (void)ex.begin_stream_deferred(200, std::move(h));
       (void)co_await ex.end_stream("data: 1\n\n: a comment\r\ndata: 2\r\n\r\ndata: [DONE]\n\n");
+    });
+    // The connection dies before any answer (an engine that crashed on the request).
+    routes.post("/v1/crash", [](http::Exchange& ex) -> asio::awaitable<void> {
+      ex.abort();
+      co_return;
     });
     // Headers, then the connection dies before the first event.
     routes.post("/v1/cut", [](http::Exchange& ex) -> asio::awaitable<void> {
@@ -532,6 +539,20 @@ TEST(AgentProxy, events_read_together_go_out_as_one_chunk_re_serialised) {
   char size_line[16];
   std::snprintf(size_line, sizeof size_line, "%zx\r\n", events.size());
   EXPECT_EQ(wire.substr(head_end + 4), std::string(size_line) + events + "\r\n0\r\n\r\n");
+}
+
+TEST(AgentProxy, engine_closing_before_any_answer_is_a_502_marked_engine_closed) {
+  EchoUpstream up;
+  Harness h(up.port, nullptr, "");
+  // Whether or not the supervisor has seen the engine die yet.
+  for (const bool ready : {true, false}) {
+    h.ready = ready;
+    auto r = h.post("/v1/crash", "{}");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->result_int(), 502u) << ready;
+    EXPECT_EQ((*r)[http::kFailureHeader], http::kFailureEngineClosed) << ready;
+    EXPECT_NE(r->body().find("closed the connection before answering"), std::string::npos) << r->body();
+  }
 }
 
 TEST(AgentProxy, engine_cut_before_the_first_event_is_a_truncated_stream) {

@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
     o.supervisor.backoff_initial = std::chrono::milliseconds(t.restart_backoff_initial_ms);
     o.supervisor.backoff_max = std::chrono::milliseconds(t.restart_backoff_max_ms);
     o.supervisor.stop_grace = std::chrono::milliseconds(t.stop_grace_ms);
+    o.supervisor.outlive_agent = t.engine_outlives_agent;
     o.supervisor.host = setup->launch.engine_host;
   }
   auto& base = o.base;

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,6 +74,25 @@ std::optional<std::string> find_on_path(std::string_view name, std::string_view 
   return std::nullopt;
 }
 
+void close_descriptors_from(int lowest, int max_fd) noexcept {
+#ifdef SYS_close_range
+  if (::syscall(SYS_close_range, static_cast<unsigned>(lowest), ~0U, 0U) == 0) {
+    return;
+  }
+#endif
+  for (int fd = lowest; fd < max_fd; ++fd) {
+    ::close(fd);
+  }
+}
+
+int descriptor_limit() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 20)) {
+    return 1 << 20;
+  }
+  return static_cast<int>(rl.rlim_cur);
+}
+
 std::string current_path_env() {
   const char* p = std::getenv("PATH");
   return p == nullptr ? std::string() : std::string(p);
@@ -94,6 +115,7 @@ Result<CaptureResult, RunError> run_capture(const std::vector<std::string>& argv
   }
   cargv.push_back(nullptr);
 
+  const int max_fd = descriptor_limit();
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     return make_error(RunError::kSpawn, fmt::format("pipe: errno {}", errno));
@@ -112,6 +134,7 @@ Result<CaptureResult, RunError> run_capture(const std::vector<std::string>& argv
       ::dup2(devnull, STDIN_FILENO);
       ::dup2(devnull, STDERR_FILENO);
     }
+    close_descriptors_from(3, max_fd);
     ::execv(exe->c_str(), cargv.data());
     ::_exit(127);
   }

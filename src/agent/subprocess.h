@@ -36,4 +36,12 @@ Result<CaptureResult, RunError> run_capture(const std::vector<std::string>& argv
 // The agent's own PATH ("" when unset).
 std::string current_path_env();
 
+// For a child between fork and exec: closes every descriptor from `lowest` up, so nothing of the
+// agent's (its listening sockets, its connections: Asio and gRPC do not mark them all
+// close-on-exec) lives on in a program that may outlive it. Async-signal-safe; `max_fd` (from
+// descriptor_limit(), taken before fork) bounds the one-by-one fallback for kernels without
+// close_range.
+void close_descriptors_from(int lowest, int max_fd) noexcept;
+int descriptor_limit();
+
 }  // namespace cgn::agent

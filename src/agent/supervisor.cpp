@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -192,6 +193,9 @@ pid_t Supervisor::spawn(std::string* why) {
   }
   argv.push_back(nullptr);
 
+  const int max_fd = descriptor_limit();
+  const pid_t agent_pid = ::getpid();
+  const bool die_with_agent = !options_.outlive_agent;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     *why = fmt::format("pipe: errno {}", errno);
@@ -206,12 +210,21 @@ pid_t Supervisor::spawn(std::string* why) {
   }
   if (pid == 0) {
     ::setpgid(0, 0);
+    if (die_with_agent) {
+      // Fired when the forking thread ends: this supervisor thread, which stops the engine
+      // before it returns. An agent killed before this line is caught by the getppid check.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != agent_pid) {
+        ::_exit(127);
+      }
+    }
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) {
       ::dup2(devnull, STDIN_FILENO);
     }
+    close_descriptors_from(3, max_fd);
     // Default signal dispositions and mask for the engine, whatever the agent uses.
     sigset_t none;
     sigemptyset(&none);

@@ -1,4 +1,5 @@
-// The engine supervisor: runs a driver's command in its own process group, copies each line the
+// The engine supervisor: runs a driver's command in its own process group (with no descriptor of
+// the agent's but its stdout/stderr pipe, and a parent-death signal), copies each line the
 // engine prints into the agent's log ("[engine] ..."), probes readiness with the driver's health
 // semantics, restarts the engine with exponential backoff when it exits, and stops it gracefully
 // (SIGTERM to the group, SIGKILL after a grace period). An empty argv (the external driver)
@@ -45,6 +46,10 @@ struct SupervisorOptions {
   std::chrono::milliseconds stop_grace{15000};
   // PATH used to find argv[0]; empty: the agent's own PATH (or the command's env PATH if set).
   std::string path_env;
+  // false: the engine gets SIGKILL when the agent dies, however it dies (the parent-death signal,
+  // armed from the supervisor thread, which lives until the engine is stopped). true: it
+  // survives a killed agent ([agent] engine_outlives_agent).
+  bool outlive_agent = false;
 };
 
 struct StateChange {

@@ -1,7 +1,10 @@
 // The supervisor against a fake engine (testdata/fake_engine.py, started through wrapper scripts
 // named like the real engines so the drivers' real command lines run), on loopback.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <mutex>
@@ -281,6 +284,40 @@ TEST(Supervisor, stop_kills_an_engine_that_ignores_sigterm_after_the_grace) {
   EXPECT_TRUE(process_gone(pid));
   EXPECT_EQ(sup.state(), EngineState::kStopped);
   EXPECT_FALSE(sup.pid().has_value());
+}
+
+TEST(Supervisor, the_engine_inherits_no_descriptor_of_the_agent) {
+  // A listening socket without close-on-exec, as Asio and gRPC leave some: an engine holding it
+  // would keep the agent's port after the agent dies. (That the engine dies with its agent is
+  // tests/e2e/agent_death_e2e.cpp: it takes killing a real agent.)
+  const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(sock, 4), 0);
+  // Numbered well above what the shell running the script uses for itself (it keeps its script
+  // open on a low descriptor, 10 for dash).
+  const int leak = ::fcntl(sock, F_DUPFD, 200);
+  ASSERT_GE(leak, 200);
+  ::close(sock);
+  TempDir dir;
+  write_script(dir, "vllm",
+               "if [ -e /proc/$$/fd/" + std::to_string(leak) +
+                   " ]; then echo fd-leaked; else echo fd-clean; fi\n"
+                   "while :; do sleep 0.05; done\n");
+  config::EngineConfig engine;
+  engine.model = "m";
+  engine.port = 1;
+  Recorder rec;
+  Supervisor sup(command_for("vllm", engine), HealthSpec{}, fast_options(dir, 1), rec.listener(), rec.sink());
+  sup.start();
+  ASSERT_TRUE(wait_until([&] { return rec.saw_line("fd-"); }, 10s));
+  EXPECT_TRUE(rec.saw_line("fd-clean"));
+  EXPECT_FALSE(rec.saw_line("fd-leaked"));
+  sup.stop();
+  ::close(leak);
 }
 
 TEST(Supervisor, external_engine_is_attached_not_spawned) {

@@ -38,6 +38,7 @@ void read_timeouts(TableReader& r, TimeoutsConfig& c) {
   r.get("request_ms", c.request_ms, kPositive);
   r.get("shutdown_grace_ms", c.shutdown_grace_ms, {0, 86'400'000});
   r.get("health_interval_ms", c.health_interval_ms, {10, 3'600'000});
+  r.get("continue_ms", c.continue_ms, {0, 86'400'000});
 }
 
 void read_weights(TableReader& r, ScoreWeights& c) {
@@ -188,6 +189,7 @@ void read_agent(TableReader& r, AgentConfig& c) {
   r.get("restart_backoff_initial_ms", c.restart_backoff_initial_ms, {10, 3600000});
   r.get("restart_backoff_max_ms", c.restart_backoff_max_ms, {10, 3600000});
   r.get("stop_grace_ms", c.stop_grace_ms, {0, 600000});
+  r.get("engine_outlives_agent", c.engine_outlives_agent);
   if (c.restart_backoff_initial_ms > c.restart_backoff_max_ms) {
     r.fail("restart_backoff_initial_ms", ConfigError::bad_value,
            fmt::format("{} is above restart_backoff_max_ms ({})", c.restart_backoff_initial_ms,
@@ -343,7 +345,8 @@ std::string dump_config(const CognitoraConfig& c) {
                        {"idle_ms", r.timeouts.idle_ms},
                        {"request_ms", r.timeouts.request_ms},
                        {"shutdown_grace_ms", r.timeouts.shutdown_grace_ms},
-                       {"health_interval_ms", r.timeouts.health_interval_ms}};
+                       {"health_interval_ms", r.timeouts.health_interval_ms},
+                       {"continue_ms", r.timeouts.continue_ms}};
   const ScoreWeights& w = r.routing.weights;
   toml::table weights{{"prefill_ms_per_block", w.prefill_ms_per_block},
                       {"queue_ms_per_request", w.queue_ms_per_request},
@@ -464,7 +467,8 @@ std::string dump_config(const CognitoraConfig& c) {
                                          {"probe_interval_ms", c.agent.probe_interval_ms},
                                          {"restart_backoff_initial_ms", c.agent.restart_backoff_initial_ms},
                                          {"restart_backoff_max_ms", c.agent.restart_backoff_max_ms},
-                                         {"stop_grace_ms", c.agent.stop_grace_ms}}},
+                                         {"stop_grace_ms", c.agent.stop_grace_ms},
+                                         {"engine_outlives_agent", c.agent.engine_outlives_agent}}},
                    {"engine", std::move(engine)}};
   std::ostringstream out;
   out << toml::toml_formatter{root};

@@ -50,6 +50,9 @@ struct TimeoutsConfig {
   uint32_t request_ms = 600000;        // whole request, stream included
   uint32_t shutdown_grace_ms = 30000;  // in-flight streams may finish this long after SIGTERM
   uint32_t health_interval_ms = 2000;  // static backend: health poll period per node
+  // Agents only: the body waits for the agent's "100 Continue"; none within this is a failed
+  // connect (the request goes elsewhere). 0: no Expect: 100-continue.
+  uint32_t continue_ms = 2000;
 };
 
 // [router.routing.weights]: the TTFT estimate (DESIGN.md §5), all in milliseconds.
@@ -169,6 +172,7 @@ struct AgentConfig {
   uint32_t restart_backoff_initial_ms = 1000;  // first restart delay; doubles per crash
   uint32_t restart_backoff_max_ms = 60000;     // cap on the restart delay
   uint32_t stop_grace_ms = 15000;              // SIGTERM to the engine, then SIGKILL after this
+  bool engine_outlives_agent = false;          // true: no parent-death signal for the engine
   std::string state_backend = "static";        // static (router polls Health) | etcd (publish) | gossip
   uint32_t publish_interval_ms = 250;          // etcd: at most one KV-prefix txn per interval
   uint32_t max_published_prefixes = 4096;      // etcd: cap on live KV prefix keys (also capacity-bound)

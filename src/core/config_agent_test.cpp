@@ -29,6 +29,7 @@ probe_interval_ms = 100
 restart_backoff_initial_ms = 200
 restart_backoff_max_ms = 5000
 stop_grace_ms = 3000
+engine_outlives_agent = true
 [engine]
 kind = "vllm"
 model = "m"
@@ -50,6 +51,7 @@ kv_events_port = 6557
   EXPECT_EQ(a.restart_backoff_initial_ms, 200u);
   EXPECT_EQ(a.restart_backoff_max_ms, 5000u);
   EXPECT_EQ(a.stop_grace_ms, 3000u);
+  EXPECT_TRUE(a.engine_outlives_agent);
   const auto& e = r->engine;
   EXPECT_EQ(e.role, "prefill");
   EXPECT_EQ(e.kv_offload, "nixl");

@@ -64,6 +64,7 @@ TEST(Config, EmptyFileGivesDocumentedDefaults) {
   EXPECT_EQ(c.router.metrics.listen, "");
   EXPECT_TRUE(c.router.metrics.key.empty());
   EXPECT_EQ(c.router.timeouts.connect_ms, 2000u);
+  EXPECT_EQ(c.router.timeouts.continue_ms, 2000u);
   EXPECT_EQ(c.router.routing.block_bytes, 256u);
   EXPECT_EQ(c.router.routing.index_ttl_s, 120u);
   EXPECT_DOUBLE_EQ(c.router.routing.weights.ram_tier_credit, 0.75);
@@ -109,6 +110,7 @@ state_backend = "etcd"
 max_body_bytes = 1024
 [router.timeouts]
 idle_ms = 5
+continue_ms = 0
 [router.routing]
 block_bytes = 128
 [router.routing.weights]
@@ -147,6 +149,7 @@ gpus = [0, 3]
   EXPECT_EQ(c.router.limits.max_body_bytes, 1024u);
   EXPECT_EQ(c.router.limits.max_json_depth, 64u);  // untouched sibling keeps its default
   EXPECT_EQ(c.router.timeouts.idle_ms, 5u);
+  EXPECT_EQ(c.router.timeouts.continue_ms, 0u);
   EXPECT_EQ(c.router.routing.block_bytes, 128u);
   EXPECT_DOUBLE_EQ(c.router.routing.weights.prefill_ms_per_block, 2.0);
   EXPECT_DOUBLE_EQ(c.router.routing.weights.temperature, 0.5);

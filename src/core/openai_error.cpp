@@ -144,6 +144,9 @@ ApiError too_many_requests(std::string message, std::string code) {
 ApiError internal_error(std::string message) {
   return make(500, "server_error", std::move(message));
 }
+ApiError not_implemented(std::string message, std::string code) {
+  return make(501, "invalid_request_error", std::move(message), "", std::move(code));
+}
 ApiError bad_gateway(std::string message) {
   return make(502, "server_error", std::move(message), "", "upstream_error");
 }

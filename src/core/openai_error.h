@@ -29,6 +29,7 @@ ApiError headers_too_large(std::string message);
 ApiError unprocessable(std::string message, std::string param = "");
 ApiError too_many_requests(std::string message, std::string code = "rate_limit_exceeded");
 ApiError internal_error(std::string message);
+ApiError not_implemented(std::string message, std::string code = "");
 ApiError bad_gateway(std::string message);
 ApiError service_unavailable(std::string message, std::string code = "");
 ApiError gateway_timeout(std::string message);

@@ -191,6 +191,7 @@ asio::awaitable<PdRouter::Leg> PdRouter::prefill(http::Exchange& ex, const http:
   std::string last_answer_node;
   std::string last_error;
   bool last_timeout = false;
+  bool gave_up = false;  // a second node closed on this request: no further node, no fallback
   // The client left during the prefill leg: the server cancelled the pending send (the
   // connection to the prefill node closes, so the node aborts the request), or it left before an
   // attempt began. Either way no decode leg follows.
@@ -200,7 +201,7 @@ asio::awaitable<PdRouter::Leg> PdRouter::prefill(http::Exchange& ex, const http:
     CGN_LOG_DEBUG(logger(), "client left during the prefill leg", log::kv("request_id", request_id));
     leg.done = true;
   };
-  for (size_t i = 0; i < targets.size(); ++i) {
+  for (size_t i = 0; i < targets.size() && !gave_up; ++i) {
     const Target& t = targets[i];
     const bool more = i + 1 < targets.size();
     if (!ex.client_open()) {
@@ -215,7 +216,8 @@ asio::awaitable<PdRouter::Leg> PdRouter::prefill(http::Exchange& ex, const http:
     }
     const http::Upstream up{t.endpoint.host, t.endpoint.port, t.endpoint.tls};
     http::Request leg_req = make(t, *body, "prefill");
-    auto res = co_await client.send(up, std::move(leg_req), timeouts);
+    const http::ClientTimeouts attempt_timeouts = with_continue(timeouts, t.endpoint, rc);
+    auto res = co_await client.send(up, std::move(leg_req), attempt_timeouts);
     {
       std::lock_guard lock(g_.core_mu_);
       if (res.ok()) {
@@ -238,10 +240,10 @@ asio::awaitable<PdRouter::Leg> PdRouter::prefill(http::Exchange& ex, const http:
         u.health = routing::Health::kUnhealthy;
         (void)g_.core_.upsert_node(t.node, u, routing::UpdateSource::kScrape);
       }
-      if (more) {
-        g_.metrics_.retry(model, last_timeout
-                                     ? "timeout"
-                                     : (code == http::HttpError::connect_failed ? "connect" : "closed"));
+      const AttemptFailure f = failure_of(code);
+      gave_up = !leg.retries.allows_retry_after(f);
+      if (more && !gave_up) {
+        g_.metrics_.retry(model, reason_label(f));
       }
       CGN_LOG_DEBUG(logger(), "prefill leg failed", log::kv("request_id", request_id),
                     log::kv("node", t.node), log::kv("error", res.error().message));
@@ -249,10 +251,12 @@ asio::awaitable<PdRouter::Leg> PdRouter::prefill(http::Exchange& ex, const http:
     }
     const unsigned status = res->result_int();
     if (status == 429 || status >= 500) {
+      const AttemptFailure f = failure_of_answer(status, *res);
+      gave_up = !leg.retries.allows_retry_after(f);
       last_answer_node = t.node;
       last_answer = std::move(*res);
-      if (more) {
-        g_.metrics_.retry(model, status == 429 ? "status_429" : "status_5xx");
+      if (more && !gave_up) {
+        g_.metrics_.retry(model, reason_label(f));
       }
       continue;
     }
@@ -284,7 +288,11 @@ asio::awaitable<PdRouter::Leg> PdRouter::prefill(http::Exchange& ex, const http:
 
   // Every prefill attempt failed before answering.
   g_.metrics_.pd_leg(model, "prefill", "failed");
-  if (fallback_ok) {
+  if (gave_up) {
+    CGN_LOG_WARN(logger(),
+                 "a second node closed the connection on this request before answering; not retried",
+                 log::kv("request_id", request_id), log::kv("model", model));
+  } else if (fallback_ok) {
     CGN_LOG_WARN(logger(), "every prefill attempt failed; decode recomputes",
                  log::kv("request_id", request_id), log::kv("model", model));
     g_.metrics_.pd_leg(model, "decode", "fallback");

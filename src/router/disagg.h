@@ -31,6 +31,7 @@
 #include "core/http/server.h"
 #include "core/openai_error.h"
 #include "core/result.h"
+#include "router/retry_budget.h"
 #include "routing/router_core.h"
 #include "state/state_store.h"
 
@@ -85,6 +86,9 @@ class PdRouter {
     std::optional<std::string> decode_body;
     std::string prefill_node;                          // the prefill node that answered; empty when none did
     std::chrono::steady_clock::time_point answered{};  // when it answered (handoff timing)
+    // The request's retries so far; the decode leg goes on with it (a prefill node that closed
+    // on the request counts against the decode leg too).
+    RetryBudget retries;
   };
 
   // Runs the prefill leg for `rr` (role is set to kPrefill for the decision). On success the

@@ -93,13 +93,15 @@ class FakeEngine {
 
   // --- knobs ---
   std::atomic<bool> healthy{true};
-  std::atomic<int> fail_next{0};           // the next N generation requests fail ...
-  std::atomic<int> fail_status{500};       // ... with this status, before any token
-  std::atomic<int> drop_after_events{-1};  // >= 0: close the connection after this many SSE events
-  std::atomic<int> stall_ms{0};            // wait this long before answering (cancellable)
-  std::atomic<int> tokens{4};              // tokens per generation
-  std::atomic<int> token_delay_ms{0};      // between streamed tokens
-  std::atomic<double> queue_depth{0};      // reported on /metrics
+  std::atomic<int> fail_next{0};                // the next N generation requests fail ...
+  std::atomic<int> fail_status{500};            // ... with this status, before any token
+  std::atomic<bool> fail_engine_closed{false};  // ... marked as an agent whose engine closed (kFailureHeader)
+  std::atomic<int> drop_after_events{-1};       // >= 0: close the connection after this many SSE events
+  std::atomic<int> close_next{0};      // the next N generation requests: the connection closes, no answer
+  std::atomic<int> stall_ms{0};        // wait this long before answering (cancellable)
+  std::atomic<int> tokens{4};          // tokens per generation
+  std::atomic<int> token_delay_ms{0};  // between streamed tokens
+  std::atomic<double> queue_depth{0};  // reported on /metrics
   std::atomic<double> running{0};
   std::atomic<double> kv_used{0.1};
 
@@ -241,12 +243,17 @@ class FakeEngine {
     (void)co_await ex.respond(http::make_response(200, models_body()));
   }
 
+  // Takes one from a "next N requests" knob; true when one was left.
+  static bool take(std::atomic<int>& knob) {
+    int n = knob.load();
+    while (n > 0 && !knob.compare_exchange_weak(n, n - 1)) {
+    }
+    return n > 0;
+  }
+
   // True when this request must fail (and has been answered with the failure).
   asio::awaitable<bool> maybe_fail(http::Exchange& ex) {
-    int n = fail_next.load();
-    while (n > 0 && !fail_next.compare_exchange_weak(n, n - 1)) {
-    }
-    if (n <= 0) {
+    if (!take(fail_next)) {
       co_return false;
     }
     const int status = fail_status.load();
@@ -255,6 +262,9 @@ class FakeEngine {
         R"({"error":{"message":"injected failure","type":"server_error","param":null,"code":null}})");
     if (status == 429) {
       res.set(http::Field::retry_after, "1");
+    }
+    if (fail_engine_closed.load()) {
+      res.set(http::kFailureHeader, http::kFailureEngineClosed);
     }
     (void)co_await ex.respond(std::move(res));
     co_return true;
@@ -275,6 +285,10 @@ class FakeEngine {
   asio::awaitable<void> generate(http::Exchange& ex, std::string kind) {
     record(ex);
     generations.fetch_add(1);
+    if (take(close_next)) {
+      ex.abort();  // as an engine that dies of the request: no status line, nothing
+      co_return;
+    }
     if (!co_await sleep_ms(stall_ms.load())) {
       cancelled.fetch_add(1);
       co_return;

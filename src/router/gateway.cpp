@@ -19,6 +19,7 @@
 #include "router/disagg.h"
 #include "router/intake.h"
 #include "router/policy_config.h"
+#include "router/retry_budget.h"
 #include "state/static_store.h"
 
 // GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames (it
@@ -137,6 +138,16 @@ std::string_view content_type_of(std::string_view path) {
 }
 
 }  // namespace
+
+// An agent answers "100 Continue" as soon as it has the headers: one that does not within
+// continue_ms is dead or hung, and the request (its body never sent) goes to the next node.
+http::ClientTimeouts with_continue(http::ClientTimeouts t, const state::NodeEndpoint& endpoint,
+                                   const config::RouterConfig& rc) {
+  if (endpoint.agent) {
+    t.continue_wait = std::chrono::milliseconds(rc.timeouts.continue_ms);
+  }
+  return t;
+}
 
 Result<std::pair<std::string, uint16_t>, GatewayError> parse_listen(std::string_view listen) {
   if (auto hp = split_host_port(listen)) {
@@ -525,7 +536,11 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
   HttpError last_error = HttpError::connect_failed;
   std::string last_error_text;
 
-  for (size_t attempt = 0; attempt < ranked.size(); ++attempt) {
+  RetryBudget& retries = pd_leg.retries;  // the prefill leg's closes count here too
+  bool give_up = false;                   // the retry budget says no further node
+  size_t tried = 0;
+  for (size_t attempt = 0; attempt < ranked.size() && !give_up; ++attempt) {
+    ++tried;
     const Upstream& up = ranked[attempt];
     const bool more = attempt + 1 < ranked.size();
     routing::DispatchTicket ticket;
@@ -537,11 +552,17 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
       std::lock_guard lock(g_.core_mu_);
       g_.core_.record_completion(ticket);
     };
-    auto retry_reason = [&](std::string_view reason) {
-      if (more) {
-        g_.metrics_.retry(model, reason);
+    // Counts the retry, or notes that the budget ends the request here.
+    auto retry_after = [&](AttemptFailure f) {
+      if (!retries.allows_retry_after(f)) {
+        give_up = true;
+        CGN_LOG_WARN(logger(),
+                     "a second node closed the connection on this request before answering; not retried",
+                     log::kv("request_id", request_id), log::kv("node", up.node), log::kv("model", model));
+      } else if (more) {
+        g_.metrics_.retry(model, reason_label(f));
         CGN_LOG_DEBUG(logger(), "retrying on the next node", log::kv("request_id", request_id),
-                      log::kv("node", up.node), log::kv("reason", reason));
+                      log::kv("node", up.node), log::kv("reason", reason_label(f)));
       }
     };
     // The body failed before its first byte reached the client: close the ticket and either
@@ -555,15 +576,16 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
       }
       last_error = err.code;
       last_error_text = up.node + ": " + err.message;
-      retry_reason(last_error == HttpError::timeout ? "timeout" : "closed");
+      retry_after(failure_of(err.code));
       return true;
     };
 
     http::Upstream target{up.endpoint.host, up.endpoint.port, up.endpoint.tls};
+    const http::ClientTimeouts attempt_timeouts = with_continue(timeouts, up.endpoint, rc);
     auto stream = co_await client.stream(
         target,
         upstream_request(req, remote, up.endpoint, ids.upstream, priority, deadline_ms, leg_role, leg_body),
-        timeouts);
+        attempt_timeouts);
     if (!ex.client_open()) {
       close_ticket();
       g_.metrics_.request_done(model, ep_label, kClientClosed, seconds_since(start));
@@ -580,9 +602,7 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
         u.health = routing::Health::kUnhealthy;
         (void)g_.core_.upsert_node(up.node, u, routing::UpdateSource::kScrape);
       }
-      retry_reason(last_error == HttpError::timeout
-                       ? "timeout"
-                       : (last_error == HttpError::connect_failed ? "connect" : "closed"));
+      retry_after(failure_of(last_error));
       continue;
     }
     const unsigned status = stream->status();
@@ -594,7 +614,7 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
       r.body() = body.ok() ? std::move(*body) : std::string();
       last_answer = std::move(r);
       last_answer_node = up.node;
-      retry_reason(status == 429 ? "status_429" : "status_5xx");
+      retry_after(failure_of_answer(status, stream->headers()));
       continue;
     }
 
@@ -753,7 +773,11 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
     co_return;
   }
   const std::string what =
-      fmt::format("All {} attempts for model '{}' failed; last: {}", ranked.size(), model, last_error_text);
+      give_up ? fmt::format(
+                    "Two nodes closed the connection on this request before answering; it is not "
+                    "retried further (it may crash the engine). Last: {}",
+                    last_error_text)
+              : fmt::format("All {} attempts for model '{}' failed; last: {}", tried, model, last_error_text);
   const ApiError error = last_error == HttpError::timeout ? gateway_timeout(what) : bad_gateway(what);
   co_await fail(ex, error, request_id, model, ep_label, start);
 }

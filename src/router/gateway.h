@@ -57,6 +57,10 @@ struct GatewayOptions {
 Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(
     const config::RouterConfig& cfg, std::chrono::milliseconds interval);
 
+// The timeouts of one attempt on `endpoint`: agents get continue_wait = [router.timeouts] continue_ms.
+http::ClientTimeouts with_continue(http::ClientTimeouts t, const state::NodeEndpoint& endpoint,
+                                   const config::RouterConfig& rc);
+
 // "HOST:PORT" (IPv6 in brackets) -> host, port.
 Result<std::pair<std::string, uint16_t>, GatewayError> parse_listen(std::string_view listen);
 

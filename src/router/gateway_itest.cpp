@@ -546,6 +546,72 @@ TEST(Gateway, WhenEveryNodeFailsTheLastAnswerIsRelayedWithItsNode) {
   EXPECT_EQ(r.json()["error"]["message"], "injected failure");
 }
 
+int generations(Cluster& c, int nodes) {
+  int n = 0;
+  for (int i = 0; i < nodes; ++i) {
+    n += c.engine(static_cast<size_t>(i)).generations.load();
+  }
+  return n;
+}
+
+TEST(Gateway, ARequestOnWhichTwoNodesCloseIsNotTriedOnAThird) {
+  // Each node closes the connection on the request without a word, as an engine that dies of it.
+  for (const bool stream : {false, true}) {
+    Cluster c({.nodes = 3, .poll = 60s});
+    for (size_t i = 0; i < 3; ++i) {
+      c.engine(i).close_next = 100;
+    }
+    Client cl(c.port());
+    const Reply r = stream ? cl.stream("/v1/chat/completions", chat_body("poison", true))
+                           : cl.post("/v1/chat/completions", chat_body("poison"));
+    EXPECT_EQ(r.status, 502u) << stream;
+    if (!stream) {  // the stream helper keeps no error body
+      EXPECT_NE(r.body.find("Two nodes closed the connection"), std::string::npos) << r.body;
+    }
+    EXPECT_EQ(generations(c, 3), 2) << stream;  // two nodes saw it, the third never did
+    EXPECT_EQ(c.metric("cgn_router_retries_total{model=\"test-model\",reason=\"closed\"}"), 1.0);
+  }
+}
+
+TEST(Gateway, AnAgentsEngineClosedAnswerCountsAsACloseAndIsRelayedWithoutTheMarker) {
+  Cluster c({.nodes = 3, .poll = 60s});
+  for (size_t i = 0; i < 3; ++i) {
+    c.engine(i).fail_status = 502;
+    c.engine(i).fail_engine_closed = true;
+    c.engine(i).fail_next = 1;
+  }
+  Client cl(c.port());
+  const Reply r = cl.post("/v1/chat/completions", chat_body("poison"));
+  EXPECT_EQ(r.status, 502u);
+  EXPECT_EQ(r.header("X-CGN-Failure"), "");
+  EXPECT_EQ(generations(c, 3), 2);
+  EXPECT_EQ(c.metric("cgn_router_retries_total{model=\"test-model\",reason=\"closed\"}"), 1.0);
+}
+
+TEST(Gateway, BareEndpointsGetNoExpectContinue) {
+  // Only agents are known to answer 100 Continue; a bare OpenAI endpoint gets the body at once.
+  Cluster c({.nodes = 1});
+  Client cl(c.port());
+  const Reply r = cl.post("/v1/chat/completions", chat_body("hello"));
+  ASSERT_EQ(r.status, 200u);
+  const auto seen = c.engine(0).seen();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back().header("Expect"), "");
+}
+
+TEST(Gateway, BusyAnswersStillGoToEveryRankedNode) {
+  // 503 and 429 say nothing against the request: up to max_attempts (3) nodes try it.
+  Cluster c({.nodes = 3, .poll = 60s});
+  for (size_t i = 0; i < 3; ++i) {
+    c.engine(i).fail_status = i == 1 ? 429 : 503;
+    c.engine(i).fail_next = 1;
+  }
+  Client cl(c.port());
+  const Reply r = cl.post("/v1/chat/completions", chat_body("busy"));
+  EXPECT_TRUE(r.status == 503u || r.status == 429u) << r.status;
+  EXPECT_EQ(generations(c, 3), 3);
+}
+
 TEST(Gateway, WhenEveryNodeIsUnreachableTheAnswerIs502NamingTheLastError) {
   Cluster c({.nodes = 2, .poll = 60s});
   c.engine(0).stop();

@@ -116,6 +116,27 @@ TEST(RouterE2E, AKilledNodesInFlightRequestsAreRetriedAndItsTrafficMoves) {
       [&] { return json::parse(get(r.port, "/health").body, nullptr, false)["nodes_healthy"] == 1; }, 10s));
 }
 
+TEST(RouterE2E, ARequestThatKillsEveryEngineItReachesTakesDownTwoNodesNotThree) {
+  // Every simulator exits on any request: a poisonous prompt. The first close is retried once;
+  // the second ends the request, so the third node never sees it.
+  Sim a("a", {"--fault", "exit"}), b("b", {"--fault", "exit"}), c("c", {"--fault", "exit"});
+  Router r({&a, &b, &c});
+  const Reply rep = post(r.port, "/v1/chat/completions", chat(long_text(200, 900)));
+  EXPECT_EQ(rep.status, 502u) << rep.body;
+  std::vector<Sim*> sims = {&a, &b, &c};
+  auto dead = [&] {
+    int n = 0;
+    for (Sim* s : sims) {
+      n += s->proc->running() ? 0 : 1;
+    }
+    return n;
+  };
+  EXPECT_TRUE(wait_until([&] { return dead() == 2; }, 10s)) << dead();
+  EXPECT_EQ(dead(), 2);
+  const auto page = get(r.port, "/metrics").body;
+  EXPECT_EQ(sample(page, "cgn_router_retries_total{model=\"m\",reason=\"closed\"}"), 1.0);
+}
+
 TEST(RouterE2E, EngineFaultsBeforeTheFirstTokenAreRetriedAndTheHeadersNameTheServingNode) {
   Sim f503("f503", {"--time-scale", "0.05", "--fault", "error=503"});
   Sim f429("f429", {"--time-scale", "0.05", "--fault", "error=429"});

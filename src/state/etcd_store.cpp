@@ -136,6 +136,7 @@ void EtcdStateView::put(std::string_view key, std::string_view value, int64_t mo
     Node& n = nodes_[*id];
     n.record = std::move(*rec);
     n.endpoint = std::move(*ep);
+    n.endpoint.agent = true;  // records are written by agents
     n.mod_revision = mod_revision;
     emit_upsert(*id, n);
     // A new node: every digest already mirrored for it. A new epoch: the core dropped the node's

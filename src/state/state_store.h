@@ -34,6 +34,7 @@ struct NodeEndpoint {
   uint16_t port = 0;
   bool tls = false;
   std::string base_path;  // URL path prefix ("" or "/engine-a"), never ending in '/'
+  bool agent = false;     // a cgn-agent (answers "100 Continue"), not a bare OpenAI endpoint
 };
 
 // Parses "http://host:port[/path]" or "https://..." (port defaults 80/443; IPv6 in brackets).

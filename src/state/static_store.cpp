@@ -55,6 +55,7 @@ Result<std::unique_ptr<StaticStore>, StateError> StaticStore::create(StaticStore
     Node n;
     n.spec = spec;
     n.endpoint = *ep;
+    n.endpoint.agent = !spec.agent.empty();
     if (n.spec.name.empty()) {
       n.spec.name = default_node_name(n.endpoint);
     }

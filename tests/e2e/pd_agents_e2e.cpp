@@ -255,8 +255,8 @@ void PdAgents::prefill_node_dies_mid_leg(bool kill_agent, const std::string& ret
 }
 
 TEST_F(PdAgents, AKilledPrefillEngineFailsItsLegsAndTheyAreRetriedOnAnotherPrefillNode) {
-  // The agent stays and answers its legs 502/503, which the router retries.
-  prefill_node_dies_mid_leg(false, "status_5xx");
+  // The agent stays and answers its legs 502 marked engine_closed: each is retried once.
+  prefill_node_dies_mid_leg(false, "closed");
 }
 
 TEST_F(PdAgents, AKilledPrefillAgentsLegsAreRetriedOnAnotherPrefillNode) {

@@ -13,6 +13,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
@@ -105,8 +106,13 @@ struct HttpClient::Impl {
   std::shared_ptr<ScratchPool> scratch = std::make_shared<ScratchPool>();
 };
 
+using HeadParser = beast_http::response_parser<beast_http::empty_body>;
+
 struct ClientStream::State {
   explicit State(std::shared_ptr<ScratchPool> p) : pool(std::move(p)), scratch(pool->take()) {}
+  // A final answer already read into `head` (its header only; no body byte consumed).
+  State(std::shared_ptr<ScratchPool> p, HeadParser&& head)
+      : pool(std::move(p)), parser(std::move(head)), scratch(pool->take()) {}
   ~State() { pool->give(std::move(scratch)); }
   State(const State&) = delete;
   State& operator=(const State&) = delete;
@@ -119,6 +125,7 @@ struct ClientStream::State {
   std::optional<SteadyTime> body_deadline;  // send(): the whole body
   std::unique_ptr<char[]> scratch;          // body bytes land here (kScratchBytes)
   SseParser sse;
+  bool reusable = true;  // false: answered before our body went out; never pooled
 };
 
 namespace {
@@ -177,7 +184,7 @@ ClientStream::ClientStream(std::unique_ptr<State> s) : s_(std::move(s)) {
   done_ = s_->parser.is_done();
   if (done_) {
     // No body (204, 304, Content-Length: 0): the connection is free now.
-    if (s_->parser.keep_alive()) {
+    if (s_->parser.keep_alive() && s_->reusable) {
       s_->client->checkin(std::move(s_->conn));
     } else {
       s_->conn.reset();
@@ -243,7 +250,7 @@ asio::awaitable<HttpResult<std::string_view>> ClientStream::read_some() {
     const size_t got = kScratchBytes - st.parser.get().body().size;
     if (st.parser.is_done()) {
       done_ = true;
-      if (st.parser.keep_alive() && c->buf.size() == 0) {
+      if (st.parser.keep_alive() && st.reusable && c->buf.size() == 0) {
         st.client->checkin(std::move(st.conn));
       } else {
         st.conn.reset();
@@ -436,6 +443,12 @@ asio::awaitable<HttpResult<ClientStream>> HttpClient::start(const Upstream& up, 
   if (!req.chunked()) {
     req.prepare_payload();
   }
+  const bool expect_continue = t.continue_wait.count() > 0 && !req.chunked() && !req.body().empty();
+  if (expect_continue) {
+    req.set(Field::expect, "100-continue");
+  } else {
+    req.erase(Field::expect);  // a client that does not wait for 100 must not ask for it (a proxy)
+  }
   const std::string key = up.key();
   for (int attempt = 0;; ++attempt) {
     std::unique_ptr<ClientConn> c = checkout(key);
@@ -443,6 +456,13 @@ asio::awaitable<HttpResult<ClientStream>> HttpClient::start(const Upstream& up, 
     if (!c) {
       auto r = co_await connect(up, t);
       if (!r) {
+        if (attempt > 0 && r.error().code == HttpError::connect_failed) {
+          // The reused connection closed on this request and the server now refuses new ones:
+          // most likely it died of the request, which the caller must see as a close.
+          co_return http_error(
+              HttpError::closed,
+              "the connection closed before any answer and reconnecting failed: " + r.error().message);
+        }
         co_return r.error();
       }
       c = std::move(r.value());
@@ -450,15 +470,17 @@ asio::awaitable<HttpResult<ClientStream>> HttpClient::start(const Upstream& up, 
       c->activate();
     }
     const bool may_retry = reused && attempt == 0 && cfg_.retry_stale;
-    c->set_deadline_after(t.header);
+    c->set_deadline_after(expect_continue ? t.continue_wait : t.header);
     error_code wec;
     if (req.chunked()) {
       auto [e, n] = co_await beast_http::async_write(c->t, req, use_tuple);
       wec = e;
     } else {
-      // One gather write: header bytes in the connection's reused buffer, then the body.
+      // One gather write: header bytes in the connection's reused buffer, then the body (after
+      // the server's 100 Continue when expect_continue).
       detail::serialize_header(req.base(), c->whdr);
-      const std::array<asio::const_buffer, 2> bufs{asio::buffer(c->whdr), asio::buffer(req.body())};
+      const std::array<asio::const_buffer, 2> bufs{
+          asio::buffer(c->whdr), expect_continue ? asio::const_buffer() : asio::buffer(req.body())};
       auto [e, n] = co_await asio::async_write(c->t, bufs, use_tuple);
       wec = e;
     }
@@ -467,6 +489,39 @@ asio::awaitable<HttpResult<ClientStream>> HttpClient::start(const Upstream& up, 
         continue;
       }
       co_return map_error(wec, c->timed_out, "writing request");
+    }
+    if (expect_continue) {
+      HeadParser head;
+      head.header_limit(static_cast<std::uint32_t>(cfg_.max_header_bytes));
+      auto [iec, in] = co_await beast_http::async_read_header(c->t, c->buf, head, use_tuple);
+      if (iec) {
+        if (may_retry && !c->timed_out && c->buf.size() == 0 && is_stale(iec)) {
+          continue;
+        }
+        if (c->timed_out) {
+          co_return http_error(HttpError::connect_failed, "no 100 Continue from " + key + " within " +
+                                                              std::to_string(t.continue_wait.count()) +
+                                                              " ms (the body was not sent)");
+        }
+        co_return map_error(iec, false, "reading 100 Continue");
+      }
+      if (head.get().result_int() / 100 != 1) {
+        // A final answer before the body went out (a refusal): it is the response. The server
+        // may still expect the body, so the connection is not pooled.
+        auto st = std::make_unique<ClientStream::State>(impl_->scratch, std::move(head));
+        st->client = this;
+        st->timeouts = t;
+        st->reusable = false;
+        st->parser.body_limit(boost::none);
+        c->clear_deadline();
+        st->conn = std::move(c);
+        co_return ClientStream(std::move(st));
+      }
+      c->set_deadline_after(t.header);
+      auto [bec, bn] = co_await asio::async_write(c->t, asio::buffer(req.body()), use_tuple);
+      if (bec) {
+        co_return map_error(bec, c->timed_out, "writing request body");
+      }
     }
     auto st = std::make_unique<ClientStream::State>(impl_->scratch);
     st->client = this;

@@ -42,6 +42,11 @@ struct ClientTimeouts {
   milliseconds header{60'000};  // request written and response headers received
   milliseconds body{300'000};   // whole body of a buffered (send()) response
   milliseconds idle{60'000};    // longest gap between two pieces of a streamed body
+  // > 0: a request with a body goes with "Expect: 100-continue" and its body only after the
+  // server's "100 Continue". A server that sends neither that nor a final answer within this
+  // fails the request with connect_failed: the body never left, so it is safe to send elsewhere.
+  // For servers known to answer 100 (a server that does not would fail every such request).
+  milliseconds continue_wait{0};
 };
 
 struct ClientConfig {

@@ -7,6 +7,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -265,6 +266,144 @@ TEST(HttpClient, retries_once_when_a_reused_connection_dies_before_answering) {
   ASSERT_TRUE(second.ok()) << second.error().message;
   EXPECT_EQ(second->body(), "retried");
   EXPECT_EQ(client.connections_opened(), 2u);
+  client.close_idle();
+}
+
+TEST(HttpClient, a_reused_connection_that_dies_and_a_refused_reconnect_is_a_close_not_a_refusal) {
+  // A server that dies of the request: the pooled connection closes, then connects are refused.
+  // Reported as a refused connect, a router would take the request to the next node as if it
+  // had never been delivered.
+  RawServer up([](tcp::acceptor& acc) {
+    error_code ec;
+    tcp::socket s1 = acc.accept(ec);
+    if (ec) {
+      return;
+    }
+    RawServer::set_timeout(s1);
+    std::string buf;
+    if (!RawServer::read_head(s1, buf)) {
+      return;
+    }
+    asio::write(s1, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")), ec);
+    RawServer::read_head(s1, buf);  // the second request arrives on the pooled connection...
+    acc.close(ec);                  // ...the server stops listening...
+    s1.close();                     // ...and the connection drops without an answer
+  });
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  const Upstream u{"127.0.0.1", up.port()};
+  auto first = run_on(ctx, client.send(u, make_request(Verb::get, "/a")));
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  auto second = run_on(ctx, client.send(u, make_request(Verb::get, "/b")));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().code, HttpError::closed) << second.error().message;
+}
+
+ClientTimeouts with_continue_wait(std::chrono::milliseconds wait) {
+  ClientTimeouts t;
+  t.continue_wait = wait;
+  return t;
+}
+
+TEST(HttpClient, continue_wait_sends_the_body_after_the_servers_100_and_reuses_the_connection) {
+  TestServer s(basic_routes());
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  for (int i = 0; i < 2; ++i) {
+    auto r = run_on(ctx, client.send(s.upstream(), make_request(Verb::post, "/echo", "payload"),
+                                     with_continue_wait(2000ms)));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->body(), "payload");
+  }
+  EXPECT_EQ(client.connections_opened(), 1u);
+}
+
+TEST(HttpClient, no_100_within_continue_wait_is_a_failed_connect_and_the_body_never_leaves) {
+  // Accepts (as the kernel does for a hung or stopped server) and never answers.
+  std::promise<std::string> received;
+  RawServer up([&received](tcp::acceptor& acc) {
+    error_code ec;
+    tcp::socket s = acc.accept(ec);
+    if (ec) {
+      received.set_value("");
+      return;
+    }
+    RawServer::set_timeout(s);
+    std::string all;
+    asio::read(s, asio::dynamic_buffer(all), ec);  // until the client gives up and closes
+    received.set_value(all);
+  });
+  asio::io_context ctx;
+  ClientConfig cc;
+  cc.timer_resolution = 10ms;
+  HttpClient client(ctx, cc);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_on(ctx, client.send(Upstream{"127.0.0.1", up.port()},
+                                   make_request(Verb::post, "/v1/chat/completions", "SECRET-BODY"),
+                                   with_continue_wait(200ms)));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, HttpError::connect_failed) << r.error().message;
+  EXPECT_NE(r.error().message.find("100 Continue"), std::string::npos) << r.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);  // not the 60 s header timeout
+  auto got = received.get_future();
+  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
+  const std::string wire = got.get();
+  EXPECT_NE(wire.find("Expect: 100-continue"), std::string::npos) << wire;
+  EXPECT_EQ(wire.find("SECRET-BODY"), std::string::npos) << wire;
+}
+
+TEST(HttpClient, a_final_answer_instead_of_100_is_the_response_and_its_connection_is_not_pooled) {
+  RawServer up([](tcp::acceptor& acc) {
+    error_code ec;
+    tcp::socket s = acc.accept(ec);
+    if (ec) {
+      return;
+    }
+    RawServer::set_timeout(s);
+    std::string buf;
+    if (RawServer::read_head(s, buf)) {
+      asio::write(s, asio::buffer(std::string("HTTP/1.1 401 Unauthorized\r\nContent-Length: 2\r\n\r\nno")),
+                  ec);
+    }
+    RawServer::read_head(s, buf);  // until the client closes
+  });
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  const Upstream u{"127.0.0.1", up.port()};
+  auto r = run_on(ctx, client.send(u, make_request(Verb::post, "/x", "body"), with_continue_wait(2000ms)));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->result_int(), 401u);
+  EXPECT_EQ(r->body(), "no");
+  EXPECT_EQ(client.idle_connections(u), 0u);
+}
+
+TEST(HttpClient, without_continue_wait_no_expect_header_goes_out) {
+  // A client that sends the body at once must not ask for a 100 it will not wait for: the
+  // server's interim answer would be read as the response.
+  std::promise<std::string> head;
+  RawServer up([&head](tcp::acceptor& acc) {
+    error_code ec;
+    tcp::socket s = acc.accept(ec);
+    if (ec) {
+      head.set_value("");
+      return;
+    }
+    RawServer::set_timeout(s);
+    std::string buf;
+    const size_t n = asio::read_until(s, asio::dynamic_buffer(buf), "\r\n\r\n", ec);
+    head.set_value(buf.substr(0, n));
+    asio::write(s, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")), ec);
+    RawServer::read_head(s, buf);
+  });
+  asio::io_context ctx;
+  HttpClient client(ctx);
+  Request req = make_request(Verb::post, "/x", "body");
+  req.set(Field::expect, "100-continue");
+  auto r = run_on(ctx, client.send(Upstream{"127.0.0.1", up.port()}, std::move(req)));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  auto got = head.get_future();
+  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(got.get().find("Expect"), std::string::npos);
   client.close_idle();
 }
 
@@ -538,6 +677,44 @@ TEST(HttpServer, malformed_request_is_400) {
   expect_openai_error(r.body, 400);
 }
 
+TEST(HttpServer, unknown_transfer_encoding_is_501_and_what_follows_never_runs) {
+  std::atomic<int> echoed{0};
+  RouteTable rt;
+  rt.post("/echo", [&echoed](Exchange& ex) -> asio::awaitable<void> {
+    echoed.fetch_add(1);
+    (void)co_await ex.respond(make_response(200, ex.request().body(), "text/plain"));
+  });
+  TestServer s(std::move(rt));
+  RawConn c(s.port);
+  // Read as an empty body, the bytes after the header would run as a second request.
+  c.send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n"
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\nsmuggled");
+  error_code ec;
+  const std::string all = c.read_to_close(ec);
+  EXPECT_EQ(ec, asio::error::eof);  // the server closed the connection
+  const auto r = split_response(all);
+  EXPECT_EQ(r.status, 501);
+  expect_openai_error(r.body, 501);
+  EXPECT_EQ(all.find("smuggled"), std::string::npos) << all;
+  EXPECT_EQ(all.find("HTTP/1.1", 1), std::string::npos) << all;  // one response only
+  EXPECT_EQ(echoed.load(), 0);
+}
+
+TEST(HttpServer, http11_request_without_a_host_or_with_two_is_400) {
+  for (std::string head :
+       {"GET /ping HTTP/1.1\r\n\r\n", "GET /ping HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"}) {
+    TestServer s(basic_routes());
+    RawConn c(s.port);
+    c.send(head);
+    error_code ec;
+    const auto r = split_response(c.read_to_close(ec));
+    EXPECT_EQ(r.status, 400) << head;
+    expect_openai_error(r.body, 400);
+    EXPECT_NE(r.body.find("Host"), std::string::npos) << r.body;
+  }
+}
+
 TEST(HttpServer, slow_headers_are_cut_by_the_header_timeout) {
   ServerConfig cfg = fast_config();
   cfg.timeouts.header = 200ms;
@@ -567,9 +744,9 @@ TEST(HttpServer, pipelined_requests_are_answered_in_order) {
   TestServer s(basic_routes());
   RawConn c(s.port);
   c.send(
-      "POST /echo HTTP/1.1\r\nContent-Length: 1\r\n\r\nA"
-      "POST /echo HTTP/1.1\r\nContent-Length: 1\r\n\r\nB"
-      "GET /ping HTTP/1.1\r\nConnection: close\r\n\r\n");
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nA"
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nB"
+      "GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   error_code ec;
   const std::string all = c.read_to_close(ec);
   const size_t a = all.find("\r\n\r\nA");
@@ -601,7 +778,9 @@ TEST(HttpServer, handler_that_does_not_answer_gets_500) {
 TEST(HttpServer, expect_100_continue_is_answered_before_the_body) {
   TestServer s(basic_routes());
   RawConn c(s.port);
-  c.send("POST /echo HTTP/1.1\r\nContent-Length: 4\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n");
+  c.send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\nConnection: "
+      "close\r\n\r\n");
   std::string interim;
   error_code ec;
   asio::read_until(c.sock, asio::dynamic_buffer(interim), "\r\n\r\n", ec);
@@ -618,7 +797,7 @@ TEST(HttpServer, incomplete_body_is_cut_by_the_body_timeout) {
   cfg.timeouts.body = 200ms;
   TestServer s(basic_routes(), cfg);
   RawConn c(s.port);
-  c.send("POST /echo HTTP/1.1\r\nContent-Length: 10\r\n\r\nab");  // 8 bytes never come
+  c.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nab");  // 8 bytes never come
   error_code ec;
   const std::string got = c.read_to_close(ec);
   EXPECT_EQ(ec, asio::error::eof);  // closed by the server, not our 5 s receive timeout
@@ -642,7 +821,7 @@ TEST(HttpServer, http10_stream_is_delimited_by_close) {
 TEST(HttpServer, head_runs_get_and_sends_headers_only) {
   TestServer s(basic_routes());
   RawConn c(s.port);
-  c.send("HEAD /ping HTTP/1.1\r\n\r\nGET /ping HTTP/1.1\r\nConnection: close\r\n\r\n");
+  c.send("HEAD /ping HTTP/1.1\r\nHost: x\r\n\r\nGET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   error_code ec;
   const std::string all = c.read_to_close(ec);
   const size_t second = all.find("HTTP/1.1 200", 1);
@@ -979,7 +1158,8 @@ bool bytes_waiting_after_first_step(bool flush_first, const std::string& request
 
 TEST(HttpServer, deferred_stream_sends_its_headers_with_the_first_bytes) {
   std::string wire;
-  EXPECT_FALSE(bytes_waiting_after_first_step(false, "GET /d HTTP/1.1\r\nConnection: close\r\n\r\n", wire));
+  EXPECT_FALSE(
+      bytes_waiting_after_first_step(false, "GET /d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", wire));
   const auto r = split_response(wire);
   EXPECT_EQ(r.status, 200) << wire;
   EXPECT_NE(r.head.find("Transfer-Encoding: chunked"), std::string::npos) << r.head;
@@ -988,13 +1168,15 @@ TEST(HttpServer, deferred_stream_sends_its_headers_with_the_first_bytes) {
 
 TEST(HttpServer, deferred_stream_headers_go_alone_on_an_empty_write) {
   std::string wire;
-  EXPECT_TRUE(bytes_waiting_after_first_step(true, "GET /d HTTP/1.1\r\nConnection: close\r\n\r\n", wire));
+  EXPECT_TRUE(
+      bytes_waiting_after_first_step(true, "GET /d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", wire));
   EXPECT_EQ(split_response(wire).body, "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
 }
 
 TEST(HttpServer, deferred_stream_answers_head_and_http10) {
   std::string wire;
-  (void)bytes_waiting_after_first_step(false, "HEAD /d HTTP/1.1\r\nConnection: close\r\n\r\n", wire);
+  (void)bytes_waiting_after_first_step(false, "HEAD /d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                                       wire);
   auto r = split_response(wire);
   EXPECT_EQ(r.status, 200) << wire;
   EXPECT_EQ(r.body, "");  // headers only

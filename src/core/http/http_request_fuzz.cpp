@@ -3,9 +3,11 @@
 // need_more, done or error, never crash, hang or grow past its limits.
 #include <algorithm>
 #include <boost/asio/buffer.hpp>
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "core/http/request_reader.h"
@@ -34,6 +36,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       const Request req = r.take();
       if (req.body().size() > 2048) {
+        std::abort();
+      }
+      // Accepted requests are framed as this server reads them: no transfer coding but one
+      // "chunked" (else the body would be misread), and HTTP/1.1 with exactly one Host.
+      for (auto it = req.find(Field::transfer_encoding);
+           it != req.end() && it->name() == Field::transfer_encoding; ++it) {
+        std::string rest;
+        for (char c : it->value()) {
+          rest.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+        }
+        for (size_t at; (at = rest.find("chunked")) != std::string::npos;) {
+          rest.erase(at, 7);
+        }
+        if (rest.find_first_not_of(" \t,") != std::string::npos) {
+          std::abort();
+        }
+      }
+      if (req.version() >= 11 && req.count(Field::host) != 1) {
         std::abort();
       }
       ++requests;

@@ -37,7 +37,9 @@ class RequestReader {
   // Headers are complete, the body is not, and the client waits for "100 Continue".
   bool wants_continue() const;
   bool started() const { return started_; }
-  // The 400/413/431 to send when parse() returned error.
+  // The 400/413/431/501 to send when parse() returned error: malformed input, a body or headers
+  // over a limit, a Transfer-Encoding other than one "chunked" (501), an HTTP/1.1 request
+  // without exactly one Host (400).
   const ApiError& error() const { return error_; }
 
   bool keep_alive() const { return parser_ && parser_->keep_alive(); }
@@ -57,6 +59,7 @@ class RequestReader {
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   ApiError error_;
   bool started_ = false;
+  bool framing_checked_ = false;  // Transfer-Encoding and Host checked for this request
 };
 
 }  // namespace cgn::http

@@ -48,6 +48,12 @@ inline Error<HttpError> http_error(HttpError code, std::string message) {
   return Error<HttpError>{code, std::move(message)};
 }
 
+// Agent -> router: set on the agent's 5xx answer when its engine closed the connection before
+// answering (it probably crashed on this request). The router then retries the request at most
+// once, as for a node that closed the connection itself.
+inline constexpr std::string_view kFailureHeader = "X-CGN-Failure";
+inline constexpr std::string_view kFailureEngineClosed = "engine_closed";
+
 // The path part of a request target ("/v1/models?x=1" -> "/v1/models").
 std::string_view path_of(std::string_view target);
 

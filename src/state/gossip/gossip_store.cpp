@@ -139,6 +139,7 @@ std::vector<state::NodeEvent> reconcile(const std::vector<MemberView>& members,
     }
     ev.endpoint.host = host;
     ev.endpoint.port = port;
+    ev.endpoint.agent = true;  // members publishing node records are agents
     ev.update.address =
         (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
     known[m.name] = json;
