@@ -11,6 +11,7 @@
 #include "core/digest.h"
 #include "core/log.h"
 #include "core/openai_error.h"
+#include "core/tls/grpc_tls.h"
 
 namespace cgn::agent {
 
@@ -139,6 +140,14 @@ void StreamedReply::add_event(std::string_view data) {
   }
 }
 
+bool presents_cluster_token(const http::Request& req, const auth::ClusterToken& token) {
+  if (!token.configured()) {
+    return true;
+  }
+  auto it = req.find(auth::kClusterTokenHeader);
+  return it != req.end() && token.accepts(std::string_view(it->value().data(), it->value().size()));
+}
+
 std::vector<Digest> completion_digests(std::string_view path, std::string_view request_body,
                                        const AssistantReply* reply, uint32_t block_bytes) {
   std::vector<Digest> out;
@@ -265,6 +274,7 @@ http::HttpResult<uint16_t> AgentProxy::start() {
   sc.port = im.options.port;
   sc.threads = std::max<size_t>(1, im.options.threads);
   sc.limits.max_body_bytes = im.options.max_body_bytes;
+  tls::apply(im.options.tls, sc);
   http::RouteTable routes;
   routes.get("/health", [&im](Exchange& ex) { return im.health_route(ex); });
   routes.get("/metrics", [&im](Exchange& ex) { return im.metrics_route(ex); });
@@ -336,12 +346,21 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
     done("other", 404, start);
     co_return;
   }
+  // A verified client certificate (mutual TLS) stands in for the token.
+  const bool cert_verified = options.tls.enabled() && options.tls.require_client_cert;
+  if (!cert_verified && !presents_cluster_token(req, options.cluster_token)) {
+    co_await ex.respond_error(unauthorized(
+        "This agent serves the cluster's router only: the request has no valid X-CGN-Cluster-Token. Send "
+        "requests to the router."));
+    done(ep, 401, start);
+    co_return;
+  }
   const bool want_digests = static_cast<bool>(recorder) && req.method() == http::Verb::post &&
                             (ep == "chat" || ep == "completions");
 
   http::Request up{req.method(), req.target(), 11};
   for (const auto& f : req) {
-    if (!hop_by_hop(f.name_string())) {
+    if (!hop_by_hop(f.name_string()) && !iequals(f.name_string(), auth::kClusterTokenHeader)) {
       up.insert(f.name_string(), f.value());
     }
   }

@@ -29,6 +29,8 @@
 #include <vector>
 
 #include "core/canonical.h"
+#include "core/cluster_token.h"
+#include "core/config.h"
 #include "core/digest_types.h"
 #include "core/http/client.h"
 #include "core/http/server.h"
@@ -54,6 +56,12 @@ struct AgentProxyOptions {
   std::chrono::milliseconds request_timeout{600000};
   std::chrono::milliseconds idle_timeout{60000};  // gap between streamed pieces
   size_t max_body_bytes = 16 * 1024 * 1024;
+  // [cluster]: /v1/* requests must carry one of these tokens (X-CGN-Cluster-Token), which the
+  // router presents; refused with 401 otherwise. The header never reaches the engine.
+  auth::ClusterToken cluster_token;
+  // [tls]: the listener serves TLS with this certificate; with require_client_cert every client
+  // must present a certificate the CA verifies, which then stands in for the token.
+  config::TlsConfig tls;
 };
 
 using PrefixRecorder = std::function<void(std::span<const Digest>)>;
@@ -85,6 +93,11 @@ class AgentProxy {
   std::unique_ptr<Impl> impl_;
   std::atomic<uint64_t> chains_recorded_{0};
 };
+
+// Whether `req` carries one of the cluster tokens (true when none is configured): the request
+// comes from the router, not from a client that reached the agent directly. The data path refuses
+// /v1/* without it; later checks (whose kv_transfer_params to trust) can ask the same question.
+bool presents_cluster_token(const http::Request& req, const auth::ClusterToken& token);
 
 // --- pure helpers, exposed for tests ---------------------------------------------------------
 

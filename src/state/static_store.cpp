@@ -55,6 +55,7 @@ Result<std::unique_ptr<StaticStore>, StateError> StaticStore::create(StaticStore
     Node n;
     n.spec = spec;
     n.endpoint = *ep;
+    n.endpoint.agent = !spec.agent.empty();
     if (n.spec.name.empty()) {
       n.spec.name = default_node_name(n.endpoint);
     }
@@ -135,7 +136,7 @@ Status<StateError> StaticStore::start(NodeSink sink) {
   cc.max_idle_per_upstream = 2;
   cc.timer_resolution = std::chrono::milliseconds(20);
   client_ = std::make_unique<http::HttpClient>(*ctx_, cc);
-  agents_ = std::make_unique<AgentHealthClients>(*ctx_);
+  agents_ = std::make_unique<AgentHealthClients>(*ctx_, options_.security);
   for (size_t i = 0; i < nodes_.size(); ++i) {
     if (!nodes_[i].spec.agent.empty()) {
       agents_->add(i, nodes_[i].spec.agent);
