@@ -63,8 +63,10 @@ policy = \"kv\"
 health_interval_ms = $poll_ms
 "
   for i in $(seq 1 "$NODES"); do
+    # vLLM's NixlConnector: the side channel a P/D decode leg pulls from.
     "$BIN/cgn-engine-sim" --flavor vllm --model "$MODEL" --port 0 --port-file "$RUN_DIR/$mode-sim$i.port" \
-      --time-scale "$ENGINE_TS" --log-level warn >"$RUN_DIR/$mode-sim$i.log" 2>&1 &
+      --time-scale "$ENGINE_TS" --log-level warn \
+      --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}' >"$RUN_DIR/$mode-sim$i.log" 2>&1 &
     pids+=($!)
   done
   for i in $(seq 1 "$NODES"); do

@@ -37,10 +37,14 @@ trap 'exit 0' INT TERM
 # Packets are signed with a key only this run knows; the processes read it from the environment.
 CGN_GOSSIP_KEY=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 export CGN_GOSSIP_KEY
+# And the router presents a per-run cluster token to the agents, which answer nobody else.
+CGN_CLUSTER_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export CGN_CLUSTER_TOKEN
 router_gossip=$(free_udp_port)
 gossip_toml() {  # LISTEN_PORT
   printf '[state.gossip]\nlisten = "127.0.0.1:%s"\nseeds = ["127.0.0.1:%s"]\ncluster_id = "cognitora-local"\nsecret_env = "CGN_GOSSIP_KEY"\n' \
     "$1" "$router_gossip"
+  printf '\n[cluster]\ntoken_env = "CGN_CLUSTER_TOKEN"\n'
 }
 
 # The agents run `vllm serve ...`: a wrapper named like the engine runs the simulator.

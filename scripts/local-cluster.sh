@@ -38,7 +38,7 @@ echo "starting $NODES simulated vLLM engines (model $MODEL, time scale $TIME_SCA
 node_urls=()
 for i in $(seq 1 "$NODES"); do
   "$BIN/cgn-engine-sim" --flavor vllm --model "$MODEL" --port 0 --port-file "$RUN_DIR/sim$i.port" \
-    --time-scale "$TIME_SCALE" >"$RUN_DIR/sim$i.log" 2>&1 &
+    --time-scale "$TIME_SCALE" --enable-admin >"$RUN_DIR/sim$i.log" 2>&1 &
   pids+=($!)
 done
 for i in $(seq 1 "$NODES"); do

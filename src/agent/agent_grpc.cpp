@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "cognitora/v1/agent.grpc.pb.h"
+#include "core/log.h"
+#include "core/tls/grpc_tls.h"
 
 namespace cgn::agent {
 
@@ -251,25 +253,53 @@ Result<AgentHealth, RecordError> from_proto(const pb::HealthResponse& in, const 
 
 class AgentGrpcServer::Service final : public pb::Agent::Service {
  public:
-  explicit Service(AgentHealthSource source) : source_(std::move(source)) {}
+  Service(AgentHealthSource source, auth::ClusterToken token)
+      : source_(std::move(source)), token_(std::move(token)), log_(log::get("agent.grpc")) {}
 
-  grpc::Status Health(grpc::ServerContext* /*ctx*/, const pb::HealthRequest* /*req*/,
+  grpc::Status Health(grpc::ServerContext* ctx, const pb::HealthRequest* /*req*/,
                       pb::HealthResponse* resp) override {
+    if (auto st = admit(*ctx); !st.ok()) {
+      return st;
+    }
     to_proto(source_(), resp);
     return grpc::Status::OK;
   }
 
  private:
+  // The cluster token, unless a verified client certificate stands in for it.
+  grpc::Status admit(const grpc::ServerContext& ctx) {
+    if (!token_.configured() || tls::peer_verified(ctx)) {
+      return grpc::Status::OK;
+    }
+    const auto& md = ctx.client_metadata();
+    auto it = md.find(auth::kClusterTokenMetadata);
+    const bool present = it != md.end();
+    if (present && token_.accepts(std::string_view(it->second.data(), it->second.size()))) {
+      return grpc::Status::OK;
+    }
+    const std::string why = present ? "wrong cluster token" : "no cluster token";
+    CGN_LOG_WARN(log_, "Agent call refused", log::kv("peer", ctx.peer()), log::kv("reason", why));
+    return {grpc::StatusCode::UNAUTHENTICATED,
+            why + " (the Agent service answers only the cluster; [cluster] token_file / token_env)"};
+  }
+
   AgentHealthSource source_;
+  auth::ClusterToken token_;
+  log::Logger log_;
 };
 
 Result<std::unique_ptr<AgentGrpcServer>, GrpcError> AgentGrpcServer::start(const std::string& listen,
-                                                                           AgentHealthSource source) {
+                                                                           AgentHealthSource source,
+                                                                           GrpcSecurity security) {
+  auto creds = tls::server_credentials(security.tls);
+  if (!creds) {
+    return make_error(GrpcError::kListen, fmt::format("agent gRPC: {}", creds.error().message));
+  }
   std::unique_ptr<AgentGrpcServer> s(new AgentGrpcServer());
-  s->service_ = std::make_unique<Service>(std::move(source));
+  s->service_ = std::make_unique<Service>(std::move(source), std::move(security.token));
   grpc::ServerBuilder b;
   int port = 0;
-  b.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  b.AddListeningPort(listen, *creds, &port);
   b.RegisterService(s->service_.get());
   b.SetMaxReceiveMessageSize(64 * 1024);  // requests are empty
   s->server_ = b.BuildAndStart();
@@ -299,14 +329,21 @@ void AgentGrpcServer::stop(std::chrono::milliseconds grace) {
 
 // --- client ----------------------------------------------------------------------------------
 
-Result<AgentHealth, GrpcError> call_agent_health(const std::string& target,
-                                                 std::chrono::milliseconds timeout) {
+Result<AgentHealth, GrpcError> call_agent_health(const std::string& target, std::chrono::milliseconds timeout,
+                                                 const GrpcSecurity& security) {
+  auto creds = tls::channel_credentials(security.tls);
+  if (!creds) {
+    return make_error(GrpcError::kCall, fmt::format("Agent.Health on {}: {}", target, creds.error().message));
+  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxHealthResponseBytes);
-  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(target, *creds, args);
   auto stub = pb::Agent::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  if (security.token.configured()) {
+    ctx.AddMetadata(auth::kClusterTokenMetadata, std::string(security.token.presented()));
+  }
   pb::HealthRequest req;
   pb::HealthResponse resp;
   grpc::Status st = stub->Health(&ctx, req, &resp);

@@ -16,6 +16,8 @@
 
 #include "agent/node_record.h"
 #include "agent/supervisor.h"
+#include "core/cluster_token.h"
+#include "core/config.h"
 #include "core/result.h"
 
 namespace grpc {
@@ -63,11 +65,21 @@ std::string_view to_string(GrpcError e);
 
 using AgentHealthSource = std::function<AgentHealth()>;
 
+// Who may call the Agent service, and how the link is protected ([cluster], [tls];
+// docs/security.md). Servers refuse a call without one of the cluster tokens (UNAUTHENTICATED)
+// unless its TLS client certificate was verified; clients present the first token and, with
+// [tls], their certificate. Default: plaintext, anyone.
+struct GrpcSecurity {
+  auth::ClusterToken token;
+  config::TlsConfig tls;
+};
+
 class AgentGrpcServer {
  public:
   // Binds `listen` ("host:port"; port 0 = any free port, see port()) and starts serving.
   static Result<std::unique_ptr<AgentGrpcServer>, GrpcError> start(const std::string& listen,
-                                                                   AgentHealthSource source);
+                                                                   AgentHealthSource source,
+                                                                   GrpcSecurity security = {});
   ~AgentGrpcServer();
   AgentGrpcServer(const AgentGrpcServer&) = delete;
   AgentGrpcServer& operator=(const AgentGrpcServer&) = delete;
@@ -89,7 +101,7 @@ class AgentGrpcServer {
 
 // One blocking Health call to `target` ("host:port") with a deadline. A new channel per call:
 // for tools and tests, not for polling loops.
-Result<AgentHealth, GrpcError> call_agent_health(const std::string& target,
-                                                 std::chrono::milliseconds timeout);
+Result<AgentHealth, GrpcError> call_agent_health(const std::string& target, std::chrono::milliseconds timeout,
+                                                 const GrpcSecurity& security = {});
 
 }  // namespace cgn::agent

@@ -54,10 +54,10 @@ TEST(AgentMain, print_command_shows_the_drivers_line_with_env) {
              "--nixl-side-channel-port", "5559", "--print-command"});
   EXPECT_EQ(p.wait(10s), 0);
   EXPECT_NE(
-      p.log().find(
-          "CUDA_VISIBLE_DEVICES=0,1 HIP_VISIBLE_DEVICES=0,1 VLLM_NIXL_SIDE_CHANNEL_PORT=5559 vllm serve "
-          "Qwen/Qwen3-8B --port 8100 --served-model-name Qwen/Qwen3-8B --tensor-parallel-size 2 "
-          "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"),
+      p.log().find("CUDA_VISIBLE_DEVICES=0,1 HIP_VISIBLE_DEVICES=0,1 VLLM_NIXL_SIDE_CHANNEL_HOST=127.0.0.1 "
+                   "VLLM_NIXL_SIDE_CHANNEL_PORT=5559 vllm serve Qwen/Qwen3-8B --host 127.0.0.1 --port 8100 "
+                   "--served-model-name Qwen/Qwen3-8B --tensor-parallel-size 2 "
+                   "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"),
       std::string::npos)
       << p.log();
 }

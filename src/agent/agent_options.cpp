@@ -208,6 +208,9 @@ Result<AgentSetup, OptionsError> parse_agent_options(int argc, const char* const
   s.launch.page_size = eng.page_size;
   s.launch.kv_events = eng.kv_events;
   s.launch.kv_events_port = eng.kv_events_port;
+  if (eng.url.empty() && eng.host != "0.0.0.0" && eng.host != "::") {
+    s.launch.engine_host = eng.host;  // a spawned engine bound to one address is reached there
+  }
   if (!eng.url.empty()) {
     // external: http://HOST:PORT of the running engine (the agent reaches it over plain HTTP).
     std::string_view rest = eng.url;

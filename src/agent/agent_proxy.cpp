@@ -12,6 +12,7 @@
 #include "core/http/proxy_headers.h"
 #include "core/log.h"
 #include "core/openai_error.h"
+#include "core/tls/grpc_tls.h"
 
 namespace cgn::agent {
 
@@ -151,6 +152,14 @@ void StreamedReply::add_event(std::string_view data) {
   }
 }
 
+bool presents_cluster_token(const http::Request& req, const auth::ClusterToken& token) {
+  if (!token.configured()) {
+    return true;
+  }
+  auto it = req.find(auth::kClusterTokenHeader);
+  return it != req.end() && token.accepts(std::string_view(it->value().data(), it->value().size()));
+}
+
 std::vector<Digest> completion_digests(std::string_view path, std::string_view request_body,
                                        const AssistantReply* reply, uint32_t block_bytes) {
   std::vector<Digest> out;
@@ -277,6 +286,7 @@ http::HttpResult<uint16_t> AgentProxy::start() {
   sc.port = im.options.port;
   sc.threads = std::max<size_t>(1, im.options.threads);
   sc.limits.max_body_bytes = im.options.max_body_bytes;
+  tls::apply(im.options.tls, sc);
   http::RouteTable routes;
   routes.get("/health", [&im](Exchange& ex) { return im.health_route(ex); });
   routes.get("/metrics", [&im](Exchange& ex) { return im.metrics_route(ex); });
@@ -348,6 +358,15 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
     done("other", 404, start);
     co_return;
   }
+  // A verified client certificate (mutual TLS) stands in for the token.
+  const bool cert_verified = options.tls.enabled() && options.tls.require_client_cert;
+  if (!cert_verified && !presents_cluster_token(req, options.cluster_token)) {
+    co_await ex.respond_error(unauthorized(
+        "This agent serves the cluster's router only: the request has no valid X-CGN-Cluster-Token. Send "
+        "requests to the router."));
+    done(ep, 401, start);
+    co_return;
+  }
   const bool want_digests = static_cast<bool>(recorder) && req.method() == http::Verb::post &&
                             (ep == "chat" || ep == "completions");
 
@@ -356,6 +375,7 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
   const std::string_view target = inference ? std::string_view(path) : std::string_view(req.target());
   http::Request up{req.method(), target, 11};
   http::copy_forwarded_headers(req, up);  // core/http/proxy_headers.h: the same rules as the router's
+  up.erase(auth::kClusterTokenHeader);     // the cluster's credential stays in the cluster
   if (!request_from_router(req)) {
     auto stripped = strip_kv_transfer_params(req.body());
     if (!stripped) {

@@ -30,6 +30,8 @@
 #include <vector>
 
 #include "core/canonical.h"
+#include "core/cluster_token.h"
+#include "core/config.h"
 #include "core/digest_types.h"
 #include "core/http/client.h"
 #include "core/http/server.h"
@@ -55,6 +57,12 @@ struct AgentProxyOptions {
   std::chrono::milliseconds request_timeout{600000};
   std::chrono::milliseconds idle_timeout{60000};  // gap between streamed pieces
   size_t max_body_bytes = 16 * 1024 * 1024;
+  // [cluster]: /v1/* requests must carry one of these tokens (X-CGN-Cluster-Token), which the
+  // router presents; refused with 401 otherwise. The header never reaches the engine.
+  auth::ClusterToken cluster_token;
+  // [tls]: the listener serves TLS with this certificate; with require_client_cert every client
+  // must present a certificate the CA verifies, which then stands in for the token.
+  config::TlsConfig tls;
 };
 
 using PrefixRecorder = std::function<void(std::span<const Digest>)>;
@@ -87,6 +95,11 @@ class AgentProxy {
   std::atomic<uint64_t> chains_recorded_{0};
 };
 
+// Whether `req` carries one of the cluster tokens (true when none is configured): the request
+// comes from the router, not from a client that reached the agent directly. The data path refuses
+// /v1/* without it; later checks (whose kv_transfer_params to trust) can ask the same question.
+bool presents_cluster_token(const http::Request& req, const auth::ClusterToken& token);
+
 // --- pure helpers, exposed for tests ---------------------------------------------------------
 
 // Accumulates the assistant reply of a streamed chat completion from its SSE data payloads
@@ -103,10 +116,11 @@ class StreamedReply {
 
 // Whether a request reached the agent from the Cognitora router, the only sender allowed to set
 // `kv_transfer_params` (a client's would point the engine at a host of its choosing and pin KV
-// blocks). The router marks its prefill and decode legs with X-CGN-Role: prefill|decode; until a
-// cluster credential is configured that marker is all there is, and a client that can reach the
-// agent directly can forge it (keep the agent's port inside the cluster). A cluster credential
-// check belongs here, in this one function.
+// blocks). The router marks its prefill and decode legs with X-CGN-Role: prefill|decode. With a
+// cluster token (or mutual TLS) configured, only the router gets this far: the data path refuses
+// any request without it first (presents_cluster_token). Without one the marker is all there is,
+// and a client that can reach the agent directly can forge it (docs/security.md: close the
+// agent's port with [cluster] token_file).
 bool request_from_router(const http::Request& req);
 
 // The body without its top-level `kv_transfer_params`: nullopt when it has none (the body is

@@ -13,6 +13,7 @@
 #include <boost/asio/use_future.hpp>
 #include <boost/asio/write.hpp>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,7 @@
 #include "core/canonical.h"
 #include "core/http/server.h"
 #include "testing/process.h"
+#include "testing/test_certs.h"
 
 namespace cgn::agent {
 namespace {
@@ -100,8 +102,8 @@ class Sim {
 };
 
 struct Harness {
-  Harness(uint16_t engine_port, PrefixRecorder rec, std::string metrics_path = "/metrics",
-          size_t threads = 2) {
+  Harness(uint16_t engine_port, PrefixRecorder rec, std::string metrics_path = "/metrics", size_t threads = 2,
+          const std::function<void(AgentProxyOptions&)>& tweak = {}) {
     AgentProxyOptions o;
     o.host = "127.0.0.1";
     o.port = 0;
@@ -109,6 +111,9 @@ struct Harness {
     o.node_id = "n1";
     o.engine = http::Upstream{"127.0.0.1", engine_port, false};
     o.engine_metrics_path = std::move(metrics_path);
+    if (tweak) {
+      tweak(o);
+    }
     proxy = std::make_unique<AgentProxy>(
         o,
         [this] {
@@ -485,6 +490,77 @@ TEST(AgentProxy, only_allow_listed_and_cognitora_headers_reach_the_engine_withou
   EXPECT_EQ(up.headers["X-Request-Id"], "cgn-0123");
   EXPECT_EQ(up.headers["X-Forwarded-For"], "10.0.0.1");
   EXPECT_EQ(up.headers["Content-Type"], "application/json");
+}
+
+// Probe reproduction: a client that reaches the agent directly, bypassing the router's keys.
+TEST(AgentProxy, data_path_answers_only_requests_with_a_cluster_token) {
+  EchoUpstream up;
+  const std::string current = "cluster-token-new-0123456789";
+  const std::string previous = "cluster-token-old-0123456789";
+  Harness h(up.port, nullptr, "", 2, [&](AgentProxyOptions& o) {
+    o.cluster_token = auth::ClusterToken({current, previous});
+  });
+  const std::string body = R"({"model":"m"})";
+  auto bare = h.post("/v1/echo", body);
+  ASSERT_TRUE(bare.ok()) << bare.error().message;
+  EXPECT_EQ(bare->result_int(), 401u);
+  const auto err = nlohmann::json::parse(bare->body(), nullptr, false);
+  ASSERT_TRUE(err.is_object()) << bare->body();
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("X-CGN-Cluster-Token"), std::string::npos);
+  {
+    std::lock_guard lock(up.mu);
+    EXPECT_TRUE(up.body.empty());  // never reached the engine
+  }
+  http::Fields wrong;
+  wrong.set(auth::kClusterTokenHeader, "cluster-token-bad-0123456789");
+  EXPECT_EQ(h.post("/v1/echo", body, wrong)->result_int(), 401u);
+  for (const auto& t : {current, previous}) {  // both tokens while a rotation overlaps
+    http::Fields ok;
+    ok.set(auth::kClusterTokenHeader, t);
+    auto r = h.post("/v1/echo", body, ok);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->result_int(), 200u) << r->body();
+    std::lock_guard lock(up.mu);
+    EXPECT_EQ(up.body, body);
+    EXPECT_FALSE(up.headers.contains(std::string(auth::kClusterTokenHeader)));  // not passed to the engine
+  }
+  EXPECT_EQ(h.get("/health")->result_int(), 200u);  // health stays open (no user data)
+}
+
+// [tls] with require_client_cert: the router's verified certificate stands in for the token; a
+// client without one does not get through the handshake.
+TEST(AgentProxy, mutual_tls_client_certificate_stands_in_for_the_token) {
+  EchoUpstream up;
+  cgn::testing::TempDir dir;
+  cgn::testing::TestCa ca(dir.path(), "cluster");
+  const auto agent_cert = ca.issue("agent");
+  const auto router_cert = ca.issue("router");
+  Harness h(up.port, nullptr, "", 2, [&](AgentProxyOptions& o) {
+    o.cluster_token = auth::ClusterToken({"cluster-token-0123456789"});
+    o.tls.ca_file = ca.ca_file();
+    o.tls.cert_file = agent_cert.cert;
+    o.tls.key_file = agent_cert.key;
+  });
+  ASSERT_NE(h.port, 0);
+  auto send = [&](http::ClientConfig cc) {
+    asio::io_context ctx;
+    http::HttpClient client(ctx, cc);
+    http::Request r{http::Verb::post, "/v1/echo", 11};
+    r.body() = "{}";
+    r.prepare_payload();
+    return run_on(ctx, client.send(http::Upstream{"127.0.0.1", h.port, true}, std::move(r)));
+  };
+  http::ClientConfig with_cert;
+  with_cert.tls_ca_file = ca.ca_file();
+  with_cert.tls_cert_file = router_cert.cert;
+  with_cert.tls_key_file = router_cert.key;
+  auto ok = send(with_cert);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok->result_int(), 200u) << ok->body();
+  http::ClientConfig no_cert;
+  no_cert.tls_ca_file = ca.ca_file();
+  auto refused = send(no_cert);
+  EXPECT_FALSE(refused.ok() && refused->result_int() == 200u);
 }
 
 TEST(AgentProxy, client_disconnect_cancels_the_engine_stream) {

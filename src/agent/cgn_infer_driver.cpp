@@ -1,5 +1,5 @@
 // cgn-infer (our own engine, not written yet): the launch line only, provisional until the
-// engine defines its flags: `cgn-infer --model M --port N --served-model-name X --tp T
+// engine defines its flags: `cgn-infer --model M --host H --port N --served-model-name X --tp T
 // [extra args]`. Health is GET /health; metrics are not scraped until a mapping exists.
 #include "agent/driver.h"
 
@@ -22,6 +22,8 @@ class CgnInferDriver final : public EngineDriver {
     cmd.argv = {"cgn-infer",
                 "--model",
                 engine.model,
+                "--host",
+                engine.host,
                 "--port",
                 std::to_string(engine.port),
                 "--served-model-name",

@@ -148,7 +148,7 @@ std::string served_name_or_model(const config::EngineConfig& engine) {
 
 std::string kv_events_config_json(const LaunchOptions& options, bool with_enable_key) {
   return std::string(with_enable_key ? R"({"enable_kv_cache_events":true,)" : "{") +
-         R"("publisher":"zmq","endpoint":"tcp://*:)" + std::to_string(options.kv_events_port) +
+         R"("publisher":"zmq","endpoint":"tcp://127.0.0.1:)" + std::to_string(options.kv_events_port) +
          R"(","topic":")" + options.kv_events_topic + R"("})";
 }
 

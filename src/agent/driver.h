@@ -60,8 +60,9 @@ struct LaunchOptions {
   // external only: the running engine's host (IPv4 literal); its port is [engine] port.
   std::string engine_host = "127.0.0.1";
   // KV events ([engine] kv_events, kv_events_port; docs/agent.md "KV events"): drivers whose
-  // engine publishes them add --kv-events-config binding tcp://*:kv_events_port, and the agent
-  // subscribes to tcp://engine_host:kv_events_port. Off by default.
+  // engine publishes them add --kv-events-config dialling tcp://127.0.0.1:kv_events_port, where
+  // the agent's SUB listens; for an external engine the agent dials
+  // tcp://engine_host:kv_events_port instead. Off by default.
   bool kv_events = false;
   uint16_t kv_events_port = 5557;
   std::string kv_events_topic = "kv-events";
@@ -165,7 +166,9 @@ void pin_gpus(const std::vector<uint32_t>& gpus, std::map<std::string, std::stri
 Status<DriverError> check_common(const config::EngineConfig& engine, std::string_view driver);
 Error<DriverError> unsupported(std::string_view driver, std::string_view what);
 std::string served_name_or_model(const config::EngineConfig& engine);
-// The --kv-events-config JSON for options (the engine binds tcp://*:kv_events_port). vLLM needs
+// The --kv-events-config JSON for options: the engine's PUB dials tcp://127.0.0.1:kv_events_port,
+// where the agent's SUB listens (vLLM, SGLang and the simulator bind only an endpoint with a
+// wildcard, so a loopback endpoint makes the engine connect and nothing of it listens). vLLM needs
 // "enable_kv_cache_events":true; SGLang's config has no such key (the flag itself enables).
 std::string kv_events_config_json(const LaunchOptions& options, bool with_enable_key);
 // For engines with no disaggregation or offload support: role must be both, kv_offload none.

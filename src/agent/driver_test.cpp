@@ -29,14 +29,8 @@ std::vector<LaunchCase> launch_cases() {
   std::vector<LaunchCase> cases;
   {
     LaunchCase c{"vllm_plain", "vllm", engine_config("Qwen/Qwen3-8B", 8000), {}, {}, {}};
-    c.argv = {"vllm",
-              "serve",
-              "Qwen/Qwen3-8B",
-              "--port",
-              "8000",
-              "--served-model-name",
-              "Qwen/Qwen3-8B",
-              "--tensor-parallel-size",
+    c.argv = {"vllm",   "serve", "Qwen/Qwen3-8B",       "--host",        "127.0.0.1",
+              "--port", "8000",  "--served-model-name", "Qwen/Qwen3-8B", "--tensor-parallel-size",
               "1"};
     cases.push_back(c);
   }
@@ -49,6 +43,8 @@ std::vector<LaunchCase> launch_cases() {
     c.argv = {"vllm",
               "serve",
               "/models/llama",
+              "--host",
+              "127.0.0.1",
               "--port",
               "8100",
               "--served-model-name",
@@ -69,6 +65,8 @@ std::vector<LaunchCase> launch_cases() {
     c.argv = {"vllm",
               "serve",
               "m",
+              "--host",
+              "127.0.0.1",
               "--port",
               "8100",
               "--served-model-name",
@@ -90,6 +88,8 @@ std::vector<LaunchCase> launch_cases() {
     c.argv = {"vllm",
               "serve",
               "m",
+              "--host",
+              "127.0.0.1",
               "--port",
               "8200",
               "--served-model-name",
@@ -98,7 +98,7 @@ std::vector<LaunchCase> launch_cases() {
               "1",
               "--kv-transfer-config",
               R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"};
-    c.env = {{"VLLM_NIXL_SIDE_CHANNEL_PORT", "5659"}};
+    c.env = {{"VLLM_NIXL_SIDE_CHANNEL_HOST", "127.0.0.1"}, {"VLLM_NIXL_SIDE_CHANNEL_PORT", "5659"}};
     cases.push_back(c);
   }
   {
@@ -107,6 +107,8 @@ std::vector<LaunchCase> launch_cases() {
     c.argv = {"vllm",
               "serve",
               "m",
+              "--host",
+              "127.0.0.1",
               "--port",
               "8000",
               "--served-model-name",
@@ -115,6 +117,29 @@ std::vector<LaunchCase> launch_cases() {
               "1",
               "--kv-transfer-config",
               R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"};
+    c.env = {{"VLLM_NIXL_SIDE_CHANNEL_HOST", "127.0.0.1"}};
+    cases.push_back(c);
+  }
+  {
+    // [engine] host moves every listening socket of the engine; the NIXL side channel stays
+    // where it is configured.
+    LaunchCase c{"vllm_host_configured", "vllm", engine_config("m", 8000), {}, {}, {}};
+    c.engine.host = "10.1.2.3";
+    c.options.role = NodeRole::kPrefill;
+    c.argv = {"vllm",
+              "serve",
+              "m",
+              "--host",
+              "10.1.2.3",
+              "--port",
+              "8000",
+              "--served-model-name",
+              "m",
+              "--tensor-parallel-size",
+              "1",
+              "--kv-transfer-config",
+              R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"};
+    c.env = {{"VLLM_NIXL_SIDE_CHANNEL_HOST", "127.0.0.1"}};
     cases.push_back(c);
   }
   {
@@ -123,6 +148,8 @@ std::vector<LaunchCase> launch_cases() {
     c.argv = {"vllm",
               "serve",
               "m",
+              "--host",
+              "127.0.0.1",
               "--port",
               "8000",
               "--served-model-name",
@@ -137,8 +164,18 @@ std::vector<LaunchCase> launch_cases() {
     LaunchCase c{"sglang_plain", "sglang", engine_config("Qwen/Qwen3-8B", 30000), {}, {}, {}};
     c.engine.tensor_parallel = 4;
     c.engine.gpus = {0, 1, 2, 3};
-    c.argv = {"python3", "-m",    "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B",
-              "--port",  "30000", "--enable-metrics",     "--tp",         "4"};
+    c.argv = {"python3",
+              "-m",
+              "sglang.launch_server",
+              "--model-path",
+              "Qwen/Qwen3-8B",
+              "--host",
+              "127.0.0.1",
+              "--port",
+              "30000",
+              "--enable-metrics",
+              "--tp",
+              "4"};
     c.env = {{"CUDA_VISIBLE_DEVICES", "0,1,2,3"}, {"HIP_VISIBLE_DEVICES", "0,1,2,3"}};
     cases.push_back(c);
   }
@@ -152,6 +189,8 @@ std::vector<LaunchCase> launch_cases() {
               "sglang.launch_server",
               "--model-path",
               "m",
+              "--host",
+              "127.0.0.1",
               "--port",
               "30000",
               "--enable-metrics",
@@ -169,14 +208,15 @@ std::vector<LaunchCase> launch_cases() {
     c.engine.served_name = "qwen";
     c.options.parallel_slots = 8;
     c.engine.gpus = {1};
-    c.argv = {"llama-server", "-m", "/m/q.gguf", "--port",  "8080",
-              "--parallel",   "8",  "--metrics", "--alias", "qwen"};
+    c.argv = {"llama-server", "-m",         "/m/q.gguf", "--host",    "127.0.0.1", "--port",
+              "8080",         "--parallel", "8",         "--metrics", "--alias",   "qwen"};
     c.env = {{"CUDA_VISIBLE_DEVICES", "1"}, {"HIP_VISIBLE_DEVICES", "1"}};
     cases.push_back(c);
   }
   {
     LaunchCase c{"llamacpp_plain", "llamacpp", engine_config("/m/q.gguf", 8080), {}, {}, {}};
-    c.argv = {"llama-server", "-m", "/m/q.gguf", "--port", "8080", "--parallel", "4", "--metrics"};
+    c.argv = {"llama-server", "-m",   "/m/q.gguf",  "--host", "127.0.0.1",
+              "--port",       "8080", "--parallel", "4",      "--metrics"};
     cases.push_back(c);
   }
   {
@@ -184,11 +224,24 @@ std::vector<LaunchCase> launch_cases() {
     c.options.role = NodeRole::kPrefill;
     c.options.pd_transfer_backend = "mooncake";
     c.options.page_size = 64;
-    c.argv = {
-        "python3",     "-m",    "sglang.launch_server",  "--model-path", "m",
-        "--port",      "30000", "--enable-metrics",      "--tp",         "1",
-        "--page-size", "64",    "--disaggregation-mode", "prefill",      "--disaggregation-transfer-backend",
-        "mooncake"};
+    c.argv = {"python3",
+              "-m",
+              "sglang.launch_server",
+              "--model-path",
+              "m",
+              "--host",
+              "127.0.0.1",
+              "--port",
+              "30000",
+              "--enable-metrics",
+              "--tp",
+              "1",
+              "--page-size",
+              "64",
+              "--disaggregation-mode",
+              "prefill",
+              "--disaggregation-transfer-backend",
+              "mooncake"};
     cases.push_back(c);
   }
   {
@@ -199,6 +252,8 @@ std::vector<LaunchCase> launch_cases() {
               "sglang.launch_server",
               "--model-path",
               "m",
+              "--host",
+              "127.0.0.1",
               "--port",
               "30001",
               "--enable-metrics",
@@ -214,12 +269,13 @@ std::vector<LaunchCase> launch_cases() {
     LaunchCase c{"trtllm", "trtllm", engine_config("meta/llama", 8000), {}, {}, {}};
     c.engine.tensor_parallel = 8;
     c.engine.extra_args = {"--backend", "pytorch"};
-    c.argv = {"trtllm-serve", "meta/llama", "--port", "8000", "--tp_size", "8", "--backend", "pytorch"};
+    c.argv = {"trtllm-serve", "meta/llama", "--host", "127.0.0.1", "--port",
+              "8000",         "--tp_size",  "8",      "--backend", "pytorch"};
     cases.push_back(c);
   }
   {
     LaunchCase c{"mlx", "mlx", engine_config("mlx-community/Qwen3", 8080), {}, {}, {}};
-    c.argv = {"mlx_lm.server", "--model", "mlx-community/Qwen3", "--port", "8080"};
+    c.argv = {"mlx_lm.server", "--model", "mlx-community/Qwen3", "--host", "127.0.0.1", "--port", "8080"};
     cases.push_back(c);
   }
   {
@@ -227,15 +283,17 @@ std::vector<LaunchCase> launch_cases() {
     c.engine.served_name = "x";
     c.engine.tensor_parallel = 2;
     c.engine.gpus = {0, 1};
-    c.argv = {"cgn-infer", "--model", "m", "--port", "9000", "--served-model-name", "x", "--tp", "2"};
+    c.argv = {"cgn-infer",           "--model", "m",    "--host", "127.0.0.1", "--port", "9000",
+              "--served-model-name", "x",       "--tp", "2"};
     c.env = {{"CUDA_VISIBLE_DEVICES", "0,1"}, {"HIP_VISIBLE_DEVICES", "0,1"}};
     cases.push_back(c);
   }
   {
     LaunchCase c{"sim", "sim", engine_config("m", 8000), {}, {}, {}};
     c.engine.served_name = "x";
-    c.argv = {"cgn-engine-sim", "--flavour",           "vllm", "--model", "m", "--port",
-              "8000",           "--served-model-name", "x"};
+    c.argv = {
+        "cgn-engine-sim", "--flavour",           "vllm", "--model", "m", "--host", "127.0.0.1", "--port",
+        "8000",           "--served-model-name", "x"};
     cases.push_back(c);
   }
   {

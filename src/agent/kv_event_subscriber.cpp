@@ -28,16 +28,19 @@ Result<Ok, std::string> KvEventSubscriber::start() {
   const int linger = 0;
   zmq_setsockopt(sub_, ZMQ_LINGER, &linger, sizeof(linger));
   zmq_setsockopt(sub_, ZMQ_SUBSCRIBE, options_.topic.data(), options_.topic.size());
-  if (zmq_connect(sub_, options_.endpoint.c_str()) != 0) {
+  const int rc = options_.bind ? zmq_bind(sub_, options_.endpoint.c_str())
+                               : zmq_connect(sub_, options_.endpoint.c_str());
+  if (rc != 0) {
     const std::string why = zmq_strerror(zmq_errno());
     zmq_close(sub_);
     sub_ = nullptr;
     zmq_ctx_term(ctx_);
     ctx_ = nullptr;
-    return make_error(std::string("kv events"), "connect " + options_.endpoint + ": " + why);
+    return make_error(std::string("kv events"),
+                      (options_.bind ? "listen on " : "connect ") + options_.endpoint + ": " + why);
   }
   CGN_LOG_INFO(log_, "subscribed to the engine's KV events", log::kv("endpoint", options_.endpoint),
-               log::kv("topic", options_.topic));
+               log::kv("mode", options_.bind ? "listen" : "dial"), log::kv("topic", options_.topic));
   thread_ = std::thread([this] { run(); });
   return Ok{};
 }
@@ -178,7 +181,11 @@ Result<std::optional<KvSubscriberOptions>, DriverError> kv_events_subscription(c
             ": kv_events (this engine publishes no vLLM-format KV events; set kv_events = false)");
   }
   KvSubscriberOptions o;
-  const std::string host = options.engine_host.empty() ? "127.0.0.1" : options.engine_host;
+  // A spawned engine dials the agent on loopback (detail::kv_events_config_json); an external one
+  // publishes where it was configured to.
+  o.bind = driver.spawns();
+  const std::string host =
+      o.bind || options.engine_host.empty() ? std::string("127.0.0.1") : options.engine_host;
   o.endpoint = "tcp://" + host + ":" + std::to_string(options.kv_events_port);
   o.topic = options.kv_events_topic;
   return std::optional<KvSubscriberOptions>(std::move(o));

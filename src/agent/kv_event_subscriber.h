@@ -1,4 +1,5 @@
-// Subscribes to the engine's KV events (ZMQ SUB, connect) and turns each batch into a withdrawal
+// Subscribes to the engine's KV events (ZMQ SUB: listens on loopback for an engine it spawned,
+// dials an external one) and turns each batch into a withdrawal
 // of published prefixes (kv_events.h: decode and plan; docs/agent.md "KV events" for the rule).
 //
 // Sequence numbers: a batch whose seq is not the previous one plus one means lost batches (a gap,
@@ -32,6 +33,9 @@ namespace cgn::agent {
 struct KvSubscriberOptions {
   std::string endpoint;  // tcp://127.0.0.1:5557
   std::string topic;     // SUB prefix filter; "" = every topic
+  // Listen on endpoint (the engine the agent spawned dials it, so the engine opens no port)
+  // rather than dial it (an external engine that binds its own publisher).
+  bool bind = false;
 };
 
 struct KvSubscriberStats {
@@ -57,8 +61,8 @@ class KvEventSubscriber {
   KvEventSubscriber(const KvEventSubscriber&) = delete;
   KvEventSubscriber& operator=(const KvEventSubscriber&) = delete;
 
-  // Creates the socket and connects (ZMQ connects in the background: an engine not up yet is
-  // fine). Errors: a malformed endpoint.
+  // Creates the socket and binds or connects (ZMQ connects in the background: an engine not up
+  // yet is fine). Errors: a malformed endpoint, or a bind that fails (port in use).
   Result<Ok, std::string> start();
   void stop();
   KvSubscriberStats stats() const;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <zmq.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "agent/kv_event_subscriber.h"
@@ -35,10 +36,26 @@ struct SimWithEvents {
                             R"(","topic":"kv-events","replay_endpoint":"tcp://*:)" +
                             std::to_string(replay_port) + R"("})";
     // 48 blocks of 16 tokens: a few long prompts overflow it (LRU evictions).
-    proc = std::make_unique<Process>(std::vector<std::string>{
-        cgn::testing::bin_path("cgn-engine-sim"), "--flavor", "vllm", "--model", "m", "--port", "0",
-        "--port-file", pf, "--time-scale", "0.01", "--num-gpu-blocks", "48", "--block-size", "16",
-        "--kv-events-config", cfg, "--kv-events-encoding", encoding});
+    proc = std::make_unique<Process>(std::vector<std::string>{cgn::testing::bin_path("cgn-engine-sim"),
+                                                              "--flavor",
+                                                              "vllm",
+                                                              "--model",
+                                                              "m",
+                                                              "--port",
+                                                              "0",
+                                                              "--port-file",
+                                                              pf,
+                                                              "--time-scale",
+                                                              "0.01",
+                                                              "--num-gpu-blocks",
+                                                              "48",
+                                                              "--block-size",
+                                                              "16",
+                                                              "--kv-events-config",
+                                                              cfg,
+                                                              "--kv-events-encoding",
+                                                              encoding,
+                                                              "--enable-admin"});
     port = static_cast<uint16_t>(cgn::testing::wait_for_port_file(pf, 20s));
   }
 };
@@ -166,6 +183,46 @@ TEST_P(KvEventsOverZmq, StoresEvictionsAndClearsReachTheSubscriberInOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Encodings, KvEventsOverZmq, ::testing::Values("array", "map"));
+
+// What the agent does with an engine it spawns: the driver's --kv-events-config makes the engine
+// dial the agent's SUB on loopback, so the engine itself opens no KV-event port.
+TEST(KvEventsOverZmqLoopback, TheSpawnedEngineDialsTheAgentsListeningSubscriber) {
+  TempDir dir;
+  LaunchOptions lo;
+  lo.kv_events = true;
+  lo.kv_events_port = static_cast<uint16_t>(cgn::testing::free_port());
+  auto opts = kv_events_subscription(**builtin_drivers().find("sim"), lo);
+  ASSERT_TRUE(opts.ok() && opts->has_value());
+  ASSERT_TRUE((*opts)->bind);
+  std::atomic<int> withdrawals{0};
+  KvEventSubscriber sub(**opts, [&](const KvWithdrawal&) { ++withdrawals; });
+  ASSERT_TRUE(sub.start().ok());
+  const std::string pf = dir.file("port");
+  Process sim({cgn::testing::bin_path("cgn-engine-sim"), "--flavor", "vllm", "--model", "m", "--port", "0",
+               "--port-file", pf, "--time-scale", "0.01", "--kv-events-config",
+               detail::kv_events_config_json(lo, /*with_enable_key=*/true)});
+  const auto port = static_cast<uint16_t>(cgn::testing::wait_for_port_file(pf, 20s));
+  ASSERT_GT(port, 0) << sim.log();
+  int n = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        EXPECT_EQ(http_call(port, "POST", "/v1/chat/completions",
+                            chat_body("m", long_prompt("dial" + std::to_string(n++), 1)))
+                      .status,
+                  200u);
+        return sub.stats().batches > 0;
+      },
+      15s))
+      << sim.log();
+  EXPECT_NE(sim.log().find("mode=connect"), std::string::npos) << sim.log();
+  // A second listener on the same port is refused with an error naming it.
+  KvEventSubscriber second(**opts, [](const KvWithdrawal&) {});
+  auto st = second.start();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("listen on tcp://127.0.0.1:"), std::string::npos) << st.error().message;
+  sub.stop();
+  EXPECT_EQ(sim.stop(), 0) << sim.log();
+}
 
 TEST(KvEventsSimConfig, ABadConfigStopsTheSimulatorWithAClearError) {
   TempDir dir;

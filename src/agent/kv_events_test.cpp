@@ -202,11 +202,12 @@ TEST(KvEventsDrivers, EnginesThatPublishGetTheFlagOthersAreRefused) {
   ASSERT_TRUE(vllm.ok());
   const std::vector<std::string> want_vllm = {
       "--kv-events-config",
-      R"({"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:6001","topic":"kv-events"})"};
+      R"({"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:6001","topic":"kv-events"})"};
   EXPECT_EQ(std::vector<std::string>(vllm->argv.end() - 2, vllm->argv.end()), want_vllm);
   auto sglang = (*reg.find("sglang"))->launch_command(e, o);
   ASSERT_TRUE(sglang.ok());
-  EXPECT_EQ(sglang->argv.back(), R"({"publisher":"zmq","endpoint":"tcp://*:6001","topic":"kv-events"})");
+  EXPECT_EQ(sglang->argv.back(),
+            R"({"publisher":"zmq","endpoint":"tcp://127.0.0.1:6001","topic":"kv-events"})");
   auto sim = (*reg.find("sim"))->launch_command(e, o);
   ASSERT_TRUE(sim.ok());
   EXPECT_EQ(std::vector<std::string>(sim->argv.end() - 2, sim->argv.end()), want_vllm);
@@ -220,7 +221,14 @@ TEST(KvEventsDrivers, EnginesThatPublishGetTheFlagOthersAreRefused) {
   auto sub = kv_events_subscription(**reg.find("vllm"), o);
   ASSERT_TRUE(sub.ok() && sub->has_value());
   EXPECT_EQ((*sub)->endpoint, "tcp://127.0.0.1:6001");
+  EXPECT_TRUE((*sub)->bind);  // the engine dials the agent: nothing of the engine listens
   EXPECT_EQ((*sub)->topic, "kv-events");
+  // An external engine binds its own publisher: the agent dials it where it runs.
+  o.engine_host = "10.0.0.9";
+  auto ext = kv_events_subscription(**reg.find("external"), o);
+  ASSERT_TRUE(ext.ok() && ext->has_value());
+  EXPECT_EQ((*ext)->endpoint, "tcp://10.0.0.9:6001");
+  EXPECT_FALSE((*ext)->bind);
   auto llama = kv_events_subscription(**reg.find("llamacpp"), o);
   ASSERT_FALSE(llama.ok());
   EXPECT_EQ(llama.error().code, DriverError::kUnsupported);

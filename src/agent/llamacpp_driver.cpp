@@ -1,5 +1,5 @@
-// llama.cpp: `llama-server -m FILE --port N --parallel K --metrics [--alias X] [extra args]`. /health
-// answers 503 {"error":{..."message":"Loading model"...}} while loading, then 200.
+// llama.cpp: `llama-server -m FILE --host H --port N --parallel K --metrics [--alias X] [extra args]`.
+// /health answers 503 {"error":{..."message":"Loading model"...}} while loading, then 200.
 #include "agent/driver.h"
 
 namespace cgn::agent {
@@ -28,6 +28,8 @@ class LlamacppDriver final : public EngineDriver {
     cmd.argv = {"llama-server",
                 "-m",
                 engine.model,
+                "--host",
+                engine.host,
                 "--port",
                 std::to_string(engine.port),
                 "--parallel",

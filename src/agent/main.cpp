@@ -163,10 +163,14 @@ int main(int argc, char** argv) {
   }
   // gRPC service Agent (Health), on its own threads; stopped before the node (declared after it).
   agent::NodeAgent* health_node = node->get();
-  auto grpc_server = agent::AgentGrpcServer::start(setup->config.agent.grpc_listen, [health_node] {
-    return agent::AgentHealth{health_node->record(), health_node->supervisor().state(),
-                              health_node->supervisor().starts()};
-  });
+  const auth::ClusterToken cluster_token(setup->config.cluster.tokens);
+  auto grpc_server = agent::AgentGrpcServer::start(
+      setup->config.agent.grpc_listen,
+      [health_node] {
+        return agent::AgentHealth{health_node->record(), health_node->supervisor().state(),
+                                  health_node->supervisor().starts()};
+      },
+      agent::GrpcSecurity{cluster_token, setup->config.tls});
   const bool grpc_default = setup->config.agent.grpc_listen == config::AgentConfig{}.grpc_listen;
   if (!grpc_server && !grpc_default) {
     std::cerr << "cgn-agent: [agent] grpc_listen: " << grpc_server.error().message << "\n";
@@ -195,8 +199,7 @@ int main(int argc, char** argv) {
       std::cerr << "cgn-agent: node id \"" << node_id << "\": " << st.error().message << "\n";
       return 2;
     }
-    etcd::EtcdClientOptions eo;
-    eo.endpoints = setup->config.state.etcd.endpoints;
+    etcd::EtcdClientOptions eo = etcd::client_options_from_config(setup->config.state.etcd);
     auto client = etcd::EtcdClient::create(eo);
     if (!client) {
       std::cerr << "cgn-agent: [state.etcd] endpoints: " << client.error().message << "\n";
@@ -222,6 +225,14 @@ int main(int argc, char** argv) {
     px.engine_metrics_path = (*driver)->metrics_path(setup->launch).value_or("");
   }
   px.block_bytes = setup->config.router.routing.block_bytes;
+  px.cluster_token = cluster_token;
+  px.tls = setup->config.tls;
+  if (!cluster_token.configured() && !setup->config.tls.enabled()) {
+    CGN_LOG_WARN(logger,
+                 "no cluster credential: /v1/* and the Agent service answer anyone who reaches them "
+                 "([cluster] token_file / token_env, or [tls] with client certificates; docs/security.md)",
+                 log::kv("listen", ac.listen), log::kv("grpc_listen", ac.grpc_listen));
+  }
   agent::PrefixRecorder recorder;
   if (publisher) {
     recorder = [p = publisher.get()](std::span<const Digest> chain) { p->record_prefixes(chain); };

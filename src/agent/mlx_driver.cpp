@@ -1,4 +1,4 @@
-// MLX: `mlx_lm.server --model M --port N [extra args]`. GET /health is 200 {"status":"ok"}; there
+// MLX: `mlx_lm.server --model M --host H --port N [extra args]`. GET /health is 200 {"status":"ok"}; there
 // is no metrics endpoint, so the node record carries no load figures from the engine. The server
 // has no served-name flag: it serves under the model path.
 #include "agent/driver.h"
@@ -26,7 +26,13 @@ class MlxDriver final : public EngineDriver {
                                  "served_name different from model (mlx_lm.server has no alias flag)");
     }
     LaunchCommand cmd;
-    cmd.argv = {"mlx_lm.server", "--model", engine.model, "--port", std::to_string(engine.port)};
+    cmd.argv = {"mlx_lm.server",
+                "--model",
+                engine.model,
+                "--host",
+                engine.host,
+                "--port",
+                std::to_string(engine.port)};
     cmd.argv.insert(cmd.argv.end(), engine.extra_args.begin(), engine.extra_args.end());
     detail::pin_gpus(engine.gpus, cmd.env);
     return cmd;

@@ -1,4 +1,4 @@
-// SGLang: `python3 -m sglang.launch_server --model-path M --port N --enable-metrics --tp T
+// SGLang: `python3 -m sglang.launch_server --model-path M --host H --port N --enable-metrics --tp T
 // [--served-model-name X] [--page-size P] [--disaggregation-mode prefill|decode
 // --disaggregation-transfer-backend nixl|mooncake] [--enable-hierarchical-cache] [extra args]`.
 // Metrics are off without --enable-metrics, so the driver always passes it. SGLang's PD mode
@@ -24,16 +24,10 @@ class SglangDriver final : public EngineDriver {
                             options.pd_transfer_backend + "\"");
     }
     LaunchCommand cmd;
-    cmd.argv = {"python3",
-                "-m",
-                "sglang.launch_server",
-                "--model-path",
-                engine.model,
-                "--port",
-                std::to_string(engine.port),
-                "--enable-metrics",
-                "--tp",
-                std::to_string(engine.tensor_parallel)};
+    cmd.argv = {"python3",          "-m",         "sglang.launch_server",
+                "--model-path",     engine.model, "--host",
+                engine.host,        "--port",     std::to_string(engine.port),
+                "--enable-metrics", "--tp",       std::to_string(engine.tensor_parallel)};
     if (!engine.served_name.empty()) {
       cmd.argv.push_back("--served-model-name");
       cmd.argv.push_back(engine.served_name);

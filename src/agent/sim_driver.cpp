@@ -1,5 +1,5 @@
 // sim: the project's engine simulator (cgn-engine-sim) in its vLLM flavour: `cgn-engine-sim
-// --flavour vllm --model M --port N --served-model-name X [extra args]`. Health and metrics are
+// --flavour vllm --model M --host H --port N --served-model-name X [extra args]`. Health and metrics are
 // vLLM's. [engine] kind = "sim" in cognitora.toml.
 #include "agent/driver.h"
 
@@ -24,6 +24,8 @@ class SimDriver final : public EngineDriver {
                 "vllm",
                 "--model",
                 engine.model,
+                "--host",
+                engine.host,
                 "--port",
                 std::to_string(engine.port),
                 "--served-model-name",

@@ -141,7 +141,7 @@ TEST(Supervisor, vllm_engine_runs_from_the_drivers_command_with_pinned_gpus_and_
   EXPECT_EQ(sup.state(), EngineState::kStarting);
   cgn::testing::write_file(loaded, "");
   ASSERT_TRUE(wait_until([&] { return sup.state() == EngineState::kReady; }, 10s));
-  EXPECT_TRUE(rec.saw_line("args=serve fake/model --port " + std::to_string(port)));
+  EXPECT_TRUE(rec.saw_line("args=serve fake/model --host 127.0.0.1 --port " + std::to_string(port)));
   EXPECT_TRUE(rec.saw_line("env CUDA_VISIBLE_DEVICES=0,1 HIP_VISIBLE_DEVICES=0,1"));
   EXPECT_TRUE(rec.saw_line("this line goes to stderr"));
   EXPECT_EQ(rec.count(EngineState::kUnhealthy), 0u);

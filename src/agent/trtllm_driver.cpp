@@ -1,4 +1,4 @@
-// TensorRT-LLM: `trtllm-serve M --port N --tp_size T [extra args]`. Prometheus text is at
+// TensorRT-LLM: `trtllm-serve M --host H --port N --tp_size T [extra args]`. Prometheus text is at
 // /prometheus/metrics (its /metrics is JSON iteration stats).
 #include "agent/driver.h"
 
@@ -19,6 +19,7 @@ class TrtllmDriver final : public EngineDriver {
     }
     LaunchCommand cmd;
     cmd.argv = {"trtllm-serve", engine.model,
+                "--host",       engine.host,
                 "--port",       std::to_string(engine.port),
                 "--tp_size",    std::to_string(engine.tensor_parallel)};
     cmd.argv.insert(cmd.argv.end(), engine.extra_args.begin(), engine.extra_args.end());

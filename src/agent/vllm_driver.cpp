@@ -1,9 +1,10 @@
-// vLLM: `vllm serve MODEL --port N --served-model-name X --tensor-parallel-size T
+// vLLM: `vllm serve MODEL --host H --port N --served-model-name X --tensor-parallel-size T
 // [--kv-transfer-config JSON] [extra args]`. Prefill, decode (and kv_offload = nixl) nodes run the
 // NixlConnector with kv_role kv_both, as vLLM's own P/D launch lines do for both sides
 // (tests/v1/kv_connector/nixl_integration/run_accuracy_test.sh, engine-interfaces.md §2): which
 // side a request plays is decided per request by its kv_transfer_params, not by kv_role. The
-// side-channel variables VLLM_NIXL_SIDE_CHANNEL_HOST/PORT are exported when configured.
+// side-channel host VLLM_NIXL_SIDE_CHANNEL_HOST is always exported (127.0.0.1 unless configured);
+// the port VLLM_NIXL_SIDE_CHANNEL_PORT when configured.
 #include <fmt/format.h>
 
 #include "agent/driver.h"
@@ -24,6 +25,8 @@ class VllmDriver final : public EngineDriver {
     cmd.argv = {"vllm",
                 "serve",
                 engine.model,
+                "--host",
+                engine.host,
                 "--port",
                 std::to_string(engine.port),
                 "--served-model-name",
@@ -42,9 +45,11 @@ class VllmDriver final : public EngineDriver {
                                                            options.pd_transfer_backend));
           }
           kv_transfer = R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})";
-          if (!options.nixl_side_channel_host.empty()) {
-            cmd.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = options.nixl_side_channel_host;
-          }
+          // Always explicit: the side channel is the one engine socket other nodes must reach, so it
+          // binds loopback (vLLM's own default is "localhost") unless configured to this node's
+          // address (docs/security.md).
+          cmd.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] =
+              options.nixl_side_channel_host.empty() ? "127.0.0.1" : options.nixl_side_channel_host;
           if (options.nixl_side_channel_port != 0) {
             cmd.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = std::to_string(options.nixl_side_channel_port);
           }

@@ -40,10 +40,10 @@ struct Sim {
 Sim start_sim(const TempDir& dir, const std::string& name) {
   Sim s;
   const std::string pf = dir.file(name + ".port");
-  s.proc =
-      std::make_unique<Process>(std::vector<std::string>{bin_path("cgn-engine-sim"), "--flavor", "vllm",
-                                                         "--model", kModel, "--port", "0", "--port-file", pf},
-                                std::map<std::string, std::string>{}, dir.file(name + ".log"));
+  s.proc = std::make_unique<Process>(
+      std::vector<std::string>{bin_path("cgn-engine-sim"), "--flavor", "vllm", "--model", kModel, "--port",
+                               "0", "--port-file", pf, "--enable-admin"},
+      std::map<std::string, std::string>{}, dir.file(name + ".log"));
   s.port = cgn::testing::wait_for_port_file(pf, 20s);
   return s;
 }

@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -148,6 +149,11 @@ void read_router(TableReader& r, RouterConfig& c) {
   read_nodes(r, c.nodes);
 }
 
+bool valid_ip_literal(const std::string& s) {
+  in6_addr buf{};
+  return ::inet_pton(AF_INET, s.c_str(), &buf) == 1 || ::inet_pton(AF_INET6, s.c_str(), &buf) == 1;
+}
+
 bool valid_node_id(std::string_view id) {
   return id.size() <= 128 && std::all_of(id.begin(), id.end(), [](char ch) {
            return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
@@ -155,11 +161,123 @@ bool valid_node_id(std::string_view id) {
          });
 }
 
+// Reads a PEM path key; the file must be readable (the error names the key and the path).
+void get_pem_path(TableReader& t, std::string_view key, std::string& out) {
+  if (!t.get(key, out)) {
+    return;
+  }
+  std::ifstream f(out);
+  if (out.empty() || !f) {
+    t.fail(key, ConfigError::io, fmt::format("names {}, which cannot be read", quoted(out)));
+  }
+}
+
+// Two keys that only make sense together: one without the other is an error naming both.
+void both_or_neither(TableReader& t, std::string_view a, std::string_view b) {
+  if (t.has(a) != t.has(b)) {
+    const bool first = t.has(a);
+    t.fail(first ? a : b, ConfigError::missing_key,
+           fmt::format("is set but '{}' is not; give both or neither", t.key_path(first ? b : a)));
+  }
+}
+
+void read_tls(TableReader& t, TlsConfig& c) {
+  get_pem_path(t, "ca_file", c.ca_file);
+  get_pem_path(t, "cert_file", c.cert_file);
+  get_pem_path(t, "key_file", c.key_file);
+  t.get("require_client_cert", c.require_client_cert);
+  both_or_neither(t, "cert_file", "key_file");
+  if (t.has("cert_file") && !t.has("ca_file")) {
+    t.fail("cert_file", ConfigError::missing_key,
+           fmt::format("is set but '{}' is not; peers are verified against it", t.key_path("ca_file")));
+  }
+}
+
+// Tokens from `text`: one per line (or comma separated), trimmed, '#' lines skipped.
+std::vector<std::string> split_tokens(std::string_view text, char sep) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const size_t end = text.find(sep);
+    std::string_view t = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) {
+      t.remove_prefix(1);
+    }
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) {
+      t.remove_suffix(1);
+    }
+    if (!t.empty() && t.front() != '#') {
+      out.emplace_back(t);
+    }
+  }
+  return out;
+}
+
+constexpr size_t kMinClusterToken = 16;
+
+void read_cluster(TableReader& t, ClusterConfig& c) {
+  std::string_view from;
+  if (t.get("token_file", c.token_file)) {
+    from = "token_file";
+    std::ifstream f(c.token_file);
+    if (!f) {
+      t.fail("token_file", ConfigError::io,
+             fmt::format("names {}, which cannot be read", quoted(c.token_file)));
+      return;
+    }
+    std::stringstream ss;
+    ss << f.rdbuf();
+    c.tokens = split_tokens(ss.str(), '\n');
+  }
+  if (t.get_secret_env("token_env", c.token_env)) {
+    if (!from.empty()) {
+      t.fail("token_env", ConfigError::bad_value, "is set beside token_file; give one or the other");
+      return;
+    }
+    from = "token_env";
+    c.tokens = split_tokens(c.token_env.reveal(), ',');
+  }
+  if (from.empty()) {
+    return;
+  }
+  if (c.tokens.empty()) {
+    t.fail(from, ConfigError::bad_value, "holds no token");
+  }
+  for (size_t i = 0; i < c.tokens.size(); ++i) {
+    if (c.tokens[i].size() < kMinClusterToken) {
+      t.fail(from, ConfigError::bad_value,
+             fmt::format("token {} is shorter than {} characters (use e.g. 32 random hex digits)", i + 1,
+                         kMinClusterToken));
+    }
+  }
+}
+
 void read_state(TableReader& r, StateConfig& c) {
   r.table("etcd", [&](TableReader& t) {
     if (t.get_url_list("endpoints", c.etcd.endpoints) && c.etcd.endpoints.empty()) {
       t.fail("endpoints", ConfigError::bad_value, "expected at least one endpoint, got []");
     }
+    get_pem_path(t, "ca_file", c.etcd.ca_file);
+    get_pem_path(t, "cert_file", c.etcd.cert_file);
+    get_pem_path(t, "key_file", c.etcd.key_file);
+    both_or_neither(t, "cert_file", "key_file");
+    const bool any_https = std::any_of(c.etcd.endpoints.begin(), c.etcd.endpoints.end(),
+                                       [](const std::string& e) { return e.starts_with("https://"); });
+    const bool any_http = std::any_of(c.etcd.endpoints.begin(), c.etcd.endpoints.end(),
+                                      [](const std::string& e) { return e.starts_with("http://"); });
+    if (any_https && any_http) {
+      t.fail("endpoints", ConfigError::bad_value, "mixes http:// and https:// endpoints; use one scheme");
+    } else if (any_https && c.etcd.ca_file.empty()) {
+      t.fail("endpoints", ConfigError::missing_key,
+             fmt::format("are https:// but '{}' is not set (the CA that signed etcd's certificate)",
+                         t.key_path("ca_file")));
+    } else if (!any_https && (t.has("ca_file") || t.has("cert_file"))) {
+      t.fail(t.has("ca_file") ? "ca_file" : "cert_file", ConfigError::bad_value,
+             "is set but no endpoint is https://");
+    }
+    t.get("username", c.etcd.username);
+    t.get_secret_env("password_env", c.etcd.password);
+    both_or_neither(t, "username", "password_env");
     t.get("lease_ttl_s", c.etcd.lease_ttl_s, {2, 3600});
     if (t.get("prefix", c.etcd.prefix) && !c.etcd.prefix.starts_with('/')) {
       t.fail("prefix", ConfigError::bad_value,
@@ -173,6 +291,16 @@ void read_state(TableReader& r, StateConfig& c) {
       t.fail("cluster_id", ConfigError::bad_value, "expected a non-empty string, got \"\"");
     }
     t.get_secret_env("secret_env", c.gossip.secret);
+    t.get_secret_env("rotation_secret_env", c.gossip.rotation_secret);
+    t.get("insecure", c.gossip.insecure);
+    if (c.gossip.insecure && t.has("secret_env")) {
+      t.fail("insecure", ConfigError::bad_value, "is true but secret_env is set; give one or the other");
+    }
+    if (t.has("rotation_secret_env") && !t.has("secret_env")) {
+      t.fail("rotation_secret_env", ConfigError::missing_key,
+             fmt::format("is set but '{}' is not; the rotation key is only accepted beside a signing key",
+                         t.key_path("secret_env")));
+    }
   });
 }
 
@@ -205,6 +333,10 @@ void read_engine(TableReader& r, EngineConfig& c) {
   r.get_one_of("kind", c.kind, kEngineKinds);
   r.get("model", c.model);
   r.get("port", c.port, {1, 65535});
+  if (r.get("host", c.host) && !valid_ip_literal(c.host)) {
+    r.fail("host", ConfigError::bad_value,
+           fmt::format("expected an IP address (127.0.0.1, 0.0.0.0, ::1), got {}", quoted(c.host)));
+  }
   r.get("served_name", c.served_name);
   r.get("tensor_parallel", c.tensor_parallel, {1, 64});
   r.get("extra_args", c.extra_args);
@@ -283,6 +415,8 @@ std::vector<std::string> RouterConfig::api_keys_from_env() const {
 void read_config(TableReader& root, CognitoraConfig& cfg) {
   root.table("log", [&](TableReader& t) { read_log(t, cfg.log); });
   root.table("router", [&](TableReader& t) { read_router(t, cfg.router); });
+  root.table("cluster", [&](TableReader& t) { read_cluster(t, cfg.cluster); });
+  root.table("tls", [&](TableReader& t) { read_tls(t, cfg.tls); });
   root.table("state", [&](TableReader& t) { read_state(t, cfg.state); });
   root.table("agent", [&](TableReader& t) { read_agent(t, cfg.agent); });
   root.table("engine", [&](TableReader& t) { read_engine(t, cfg.engine); });
@@ -421,10 +555,42 @@ std::string dump_config(const CognitoraConfig& c) {
   if (!c.state.gossip.secret.env_name().empty()) {
     gossip.insert("secret_env", c.state.gossip.secret.env_name());
   }
-  toml::table state{{"etcd", toml::table{{"endpoints", to_array(c.state.etcd.endpoints)},
-                                         {"lease_ttl_s", c.state.etcd.lease_ttl_s},
-                                         {"prefix", c.state.etcd.prefix}}},
-                    {"gossip", std::move(gossip)}};
+  if (!c.state.gossip.rotation_secret.env_name().empty()) {
+    gossip.insert("rotation_secret_env", c.state.gossip.rotation_secret.env_name());
+  }
+  if (c.state.gossip.insecure) {
+    gossip.insert("insecure", true);
+  }
+  toml::table etcd{{"endpoints", to_array(c.state.etcd.endpoints)},
+                   {"lease_ttl_s", c.state.etcd.lease_ttl_s},
+                   {"prefix", c.state.etcd.prefix}};
+  for (const auto& [key, value] :
+       {std::pair<const char*, const std::string*>{"ca_file", &c.state.etcd.ca_file},
+        {"cert_file", &c.state.etcd.cert_file},
+        {"key_file", &c.state.etcd.key_file},
+        {"username", &c.state.etcd.username},
+        {"password_env", &c.state.etcd.password.env_name()}}) {
+    if (!value->empty()) {
+      etcd.insert(key, *value);
+    }
+  }
+  toml::table state{{"etcd", std::move(etcd)}, {"gossip", std::move(gossip)}};
+  // The cluster token: where it comes from, never its value.
+  toml::table cluster;
+  if (!c.cluster.token_file.empty()) {
+    cluster.insert("token_file", c.cluster.token_file);
+  }
+  if (!c.cluster.token_env.env_name().empty()) {
+    cluster.insert("token_env", c.cluster.token_env.env_name());
+  }
+  toml::table tls{{"require_client_cert", c.tls.require_client_cert}};
+  for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"ca_file", &c.tls.ca_file},
+                                   {"cert_file", &c.tls.cert_file},
+                                   {"key_file", &c.tls.key_file}}) {
+    if (!value->empty()) {
+      tls.insert(key, *value);
+    }
+  }
   toml::array gpus;
   for (uint32_t g2 : c.engine.gpus) {
     gpus.push_back(static_cast<int64_t>(g2));
@@ -432,6 +598,7 @@ std::string dump_config(const CognitoraConfig& c) {
   toml::table engine{{"kind", c.engine.kind},
                      {"model", c.engine.model},
                      {"port", c.engine.port},
+                     {"host", c.engine.host},
                      {"served_name", c.engine.served_name},
                      {"tensor_parallel", c.engine.tensor_parallel},
                      {"extra_args", to_array(c.engine.extra_args)},
@@ -454,6 +621,8 @@ std::string dump_config(const CognitoraConfig& c) {
   }
   toml::table root{{"log", toml::table{{"level", c.log.level}, {"file", c.log.file}}},
                    {"router", std::move(router)},
+                   {"cluster", std::move(cluster)},
+                   {"tls", std::move(tls)},
                    {"state", std::move(state)},
                    {"agent", toml::table{{"node_id", c.agent.node_id},
                                          {"listen", c.agent.listen},

@@ -145,6 +145,15 @@ struct EtcdConfig {
   std::vector<std::string> endpoints = {"http://127.0.0.1:2379"};
   uint32_t lease_ttl_s = 5;
   std::string prefix = "/cognitora";
+  // https:// endpoints: the CA that signed etcd's certificate (PEM; required), and this client's
+  // certificate and key when etcd asks for one (--client-cert-auth). All or none but the CA.
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  // etcd's own auth (Authenticate RPC): the user, and its password from the variable named by
+  // password_env. Both or neither.
+  std::string username;
+  Secret password;
 };
 
 // [state.gossip]
@@ -152,7 +161,36 @@ struct GossipConfig {
   std::string listen = "0.0.0.0:7946";
   std::vector<std::string> seeds;  // HOST:PORT each
   std::string cluster_id = "cognitora";
-  Secret secret;  // from the variable named by secret_env; empty: no HMAC
+  Secret secret;  // from the variable named by secret_env: signs and verifies every packet
+  // From the variable named by rotation_secret_env: a second key that is accepted but never used
+  // to sign, for the overlap while keys rotate (docs/security.md). Empty: none.
+  Secret rotation_secret;
+  // No key at all: packets are unsigned and anyone who reaches the port can join. Refused unless
+  // this says so (logged as a warning at start).
+  bool insecure = false;
+};
+
+// [cluster]: the credential the router presents to agents (docs/security.md). A token file holds
+// one token per line ('#' starts a comment line); token_env's variable holds them comma separated.
+// The first token is the one presented; every one is accepted, so a rotation runs with both.
+struct ClusterConfig {
+  std::string token_file;
+  Secret token_env;                 // from the variable named by token_env
+  std::vector<std::string> tokens;  // read from either at load (never printed); empty: none
+};
+
+// [tls]: the one TLS block for the links inside the cluster: every gRPC server and channel (the
+// agent's Agent service and the router's calls to it) and, when set, the router -> agent HTTP
+// hop. Paths to PEM files. cert_file and key_file both or neither; with them, ca_file is required
+// (it verifies the peer).
+struct TlsConfig {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  // Servers refuse a client without a certificate the CA signed. A verified client certificate
+  // then stands in for the cluster token.
+  bool require_client_cert = true;
+  bool enabled() const { return !cert_file.empty(); }
 };
 
 // [state]
@@ -184,6 +222,9 @@ struct EngineConfig {
   std::string kind = "vllm";  // vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim|external
   std::string model;
   uint16_t port = 8000;
+  // The address a spawned engine's HTTP API binds (--host): loopback, so only the agent reaches
+  // it; every other socket of the engine dials out or binds loopback too (docs/security.md).
+  std::string host = "127.0.0.1";
   std::string served_name;  // empty: same as model
   uint32_t tensor_parallel = 1;
   std::vector<std::string> extra_args;
@@ -211,6 +252,8 @@ struct CognitoraConfig {
   std::string source;  // file name (or source_name) it was loaded from
   LogConfig log;
   RouterConfig router;
+  ClusterConfig cluster;
+  TlsConfig tls;
   StateConfig state;
   AgentConfig agent;
   EngineConfig engine;

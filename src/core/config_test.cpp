@@ -119,7 +119,7 @@ temperature = 0.5
 [router.routing.load_guard]
 max_kv_used = 0.5
 [state.etcd]
-endpoints = ["http://a:1", "https://b:2"]
+endpoints = ["http://a:1", "http://b:2"]
 lease_ttl_s = 30
 [state.gossip]
 seeds = ["10.0.0.1:7946", "[::1]:7946"]
@@ -154,7 +154,7 @@ gpus = [0, 3]
   EXPECT_DOUBLE_EQ(c.router.routing.weights.prefill_ms_per_block, 2.0);
   EXPECT_DOUBLE_EQ(c.router.routing.weights.temperature, 0.5);
   EXPECT_DOUBLE_EQ(c.router.routing.load_guard.max_kv_used, 0.5);
-  EXPECT_EQ(c.state.etcd.endpoints, (std::vector<std::string>{"http://a:1", "https://b:2"}));
+  EXPECT_EQ(c.state.etcd.endpoints, (std::vector<std::string>{"http://a:1", "http://b:2"}));
   EXPECT_EQ(c.state.etcd.lease_ttl_s, 30u);
   EXPECT_EQ(c.state.gossip.seeds, (std::vector<std::string>{"10.0.0.1:7946", "[::1]:7946"}));
   EXPECT_EQ(c.agent.node_id, "gpu-7");
@@ -512,6 +512,110 @@ TEST(Config, IntakeCapsAndTheMetricsListenerAndKey) {
   EXPECT_EQ(code_of("[router.metrics]\nlisten = \"nowhere\"\n"), ConfigError::bad_value);
   EXPECT_EQ(code_of("[router.metrics]\nkey_env = \"CGN_T_UNSET_METRICS\"\n"), ConfigError::missing_env);
   EXPECT_EQ(code_of("[router.metrics]\nopen = true\n"), ConfigError::unknown_key);
+}
+
+TEST(Config, GossipKeyRotationAndInsecureAreCheckedTogether) {
+  auto r = load("[state.gossip]\nsecret_env = \"CGN_T_NEW\"\nrotation_secret_env = \"CGN_T_OLD\"\n",
+                {{"CGN_T_NEW", "new"}, {"CGN_T_OLD", "old"}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->state.gossip.rotation_secret.reveal(), "old");
+  EXPECT_EQ(dump_config(*r).find("old\""), std::string::npos);
+  EXPECT_NE(dump_config(*r).find("rotation_secret_env = 'CGN_T_OLD'"), std::string::npos) << dump_config(*r);
+  EXPECT_EQ(
+      error_of("[state.gossip]\nrotation_secret_env = \"CGN_T_OLD\"\n", {{"CGN_T_OLD", "old"}}),
+      "cognitora.toml:2:23: key 'state.gossip.rotation_secret_env' is set but 'state.gossip.secret_env' "
+      "is not; the rotation key is only accepted beside a signing key");
+  EXPECT_EQ(error_of("[state.gossip]\nsecret_env = \"CGN_T_NEW\"\ninsecure = true\n", {{"CGN_T_NEW", "new"}}),
+            "cognitora.toml:3:12: key 'state.gossip.insecure' is true but secret_env is set; give one or the "
+            "other");
+  auto open = load("[state.gossip]\ninsecure = true\n");
+  ASSERT_TRUE(open.ok()) << open.error().message;
+  EXPECT_TRUE(open->state.gossip.insecure);
+  EXPECT_NE(dump_config(*open).find("insecure = true"), std::string::npos);
+}
+
+TEST(Config, ClusterTokenComesFromAFileOrTheEnvironmentAndIsNeverPrinted) {
+  cgn::testing::TempDir dir;
+  cgn::testing::write_file(dir.file("token"),
+                           "# rotated 2026-12-01\nnew-token-0123456789\n  old-token-0123456789  \n\n");
+  auto f = load("[cluster]\ntoken_file = \"" + dir.file("token") + "\"\n");
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_EQ(f->cluster.tokens, (std::vector<std::string>{"new-token-0123456789", "old-token-0123456789"}));
+  const std::string dump = dump_config(*f);
+  EXPECT_EQ(dump.find("new-token"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("token_file"), std::string::npos) << dump;
+  auto e = load("[cluster]\ntoken_env = \"CGN_T_CLUSTER\"\n",
+                {{"CGN_T_CLUSTER", "env-token-0123456789, env-old-0123456789"}});
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  EXPECT_EQ(e->cluster.tokens, (std::vector<std::string>{"env-token-0123456789", "env-old-0123456789"}));
+  EXPECT_EQ(dump_config(*e).find("env-token"), std::string::npos);
+  EXPECT_TRUE(load("").value().cluster.tokens.empty());
+}
+
+TEST(Config, ClusterTokenErrorsNameTheKey) {
+  cgn::testing::TempDir dir;
+  EXPECT_EQ(
+      error_of("[cluster]\ntoken_file = \"/nonexistent/token\"\n"),
+      "cognitora.toml:2:14: key 'cluster.token_file' names \"/nonexistent/token\", which cannot be read");
+  cgn::testing::write_file(dir.file("short"), "short\n");
+  EXPECT_EQ(error_of("[cluster]\ntoken_file = \"" + dir.file("short") + "\"\n").substr(0, 80),
+            std::string("cognitora.toml:2:14: key 'cluster.token_file' token 1 is shorter than 16 characters")
+                .substr(0, 80));
+  cgn::testing::write_file(dir.file("empty"), "# nothing yet\n");
+  EXPECT_NE(error_of("[cluster]\ntoken_file = \"" + dir.file("empty") + "\"\n").find("holds no token"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of("[cluster]\ntoken_file = \"" + dir.file("empty") + "\"\ntoken_env = \"X\"\n", {{"X", "x"}})
+          .find("give one or the other"),
+      std::string::npos);
+}
+
+TEST(Config, TlsBlockNeedsItsFilesTogether) {
+  cgn::testing::TempDir dir;
+  for (const char* f : {"ca.pem", "cert.pem", "key.pem"}) {
+    cgn::testing::write_file(dir.file(f), "-----BEGIN X-----\n");
+  }
+  auto ok = load("[tls]\nca_file = \"" + dir.file("ca.pem") + "\"\ncert_file = \"" + dir.file("cert.pem") +
+                 "\"\nkey_file = \"" + dir.file("key.pem") + "\"\nrequire_client_cert = false\n");
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_TRUE(ok->tls.enabled());
+  EXPECT_FALSE(ok->tls.require_client_cert);
+  EXPECT_FALSE(load("").value().tls.enabled());
+  EXPECT_EQ(error_of("[tls]\ncert_file = \"" + dir.file("cert.pem") + "\"\nkey_file = \"" +
+                     dir.file("key.pem") + "\"\n"),
+            "cognitora.toml:2:13: key 'tls.cert_file' is set but 'tls.ca_file' is not; peers are verified "
+            "against it");
+  EXPECT_NE(error_of("[tls]\nca_file = \"" + dir.file("ca.pem") + "\"\ncert_file = \"" +
+                     dir.file("cert.pem") + "\"\n")
+                .find("'tls.cert_file' is set but 'tls.key_file' is not"),
+            std::string::npos);
+  EXPECT_EQ(error_of("[tls]\nca_file = \"/nonexistent/ca.pem\"\n"),
+            "cognitora.toml:2:11: key 'tls.ca_file' names \"/nonexistent/ca.pem\", which cannot be read");
+}
+
+TEST(Config, EtcdHttpsNeedsACaAndAuthNeedsBothHalves) {
+  cgn::testing::TempDir dir;
+  cgn::testing::write_file(dir.file("ca.pem"), "-----BEGIN X-----\n");
+  // Probe reproduction: https:// used to pass validation and fail at run time.
+  EXPECT_EQ(error_of("[state.etcd]\nendpoints = [\"https://127.0.0.1:2379\"]\n"),
+            "cognitora.toml:2:13: key 'state.etcd.endpoints' are https:// but 'state.etcd.ca_file' is not "
+            "set (the CA "
+            "that signed etcd's certificate)");
+  auto ok = load("[state.etcd]\nendpoints = [\"https://127.0.0.1:2379\"]\nca_file = \"" + dir.file("ca.pem") +
+                     "\"\nusername = \"cognitora\"\npassword_env = \"CGN_T_ETCD_PW\"\n",
+                 {{"CGN_T_ETCD_PW", "pw"}});
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok->state.etcd.username, "cognitora");
+  EXPECT_EQ(ok->state.etcd.password.reveal(), "pw");
+  EXPECT_EQ(dump_config(*ok).find("'pw'"), std::string::npos);
+  EXPECT_NE(dump_config(*ok).find("password_env = 'CGN_T_ETCD_PW'"), std::string::npos) << dump_config(*ok);
+  EXPECT_NE(error_of("[state.etcd]\nendpoints = [\"https://a:1\", \"http://b:1\"]\n").find("mixes"),
+            std::string::npos);
+  EXPECT_NE(error_of("[state.etcd]\nusername = \"u\"\n").find("'state.etcd.password_env' is not"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of("[state.etcd]\nca_file = \"" + dir.file("ca.pem") + "\"\n").find("no endpoint is https://"),
+      std::string::npos);
 }
 
 TEST(Config, ProcessEnvironmentIsTheDefaultLookup) {

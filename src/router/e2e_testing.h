@@ -262,12 +262,24 @@ inline std::vector<std::string> fault_rules_flags(const TempDir& dir, const std:
   return {"--fault-rules", dir.file("fault-rules")};
 }
 
-// One cgn-engine-sim (vLLM flavour, model "m") on a free port.
+// One cgn-engine-sim (vLLM flavour, model "m") on a free port, with its admin endpoints (state())
+// and vLLM's NixlConnector, whose side channel a P/D decode leg pulls from.
 struct Sim {
   Sim(std::string n, std::vector<std::string> extra) : name(std::move(n)) {
-    std::vector<std::string> argv = {
-        bin_path("cgn-engine-sim"), "--flavor",    "vllm", "--model", "m", "--port", "0", "--port-file",
-        dir.file("port"),           "--log-level", "warn"};
+    std::vector<std::string> argv = {bin_path("cgn-engine-sim"),
+                                     "--flavor",
+                                     "vllm",
+                                     "--model",
+                                     "m",
+                                     "--port",
+                                     "0",
+                                     "--port-file",
+                                     dir.file("port"),
+                                     "--log-level",
+                                     "warn",
+                                     "--enable-admin",
+                                     "--kv-transfer-config",
+                                     R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     proc = std::make_unique<Process>(std::move(argv));
     port = static_cast<uint16_t>(cgn::testing::wait_for_port_file(dir.file("port"), 20s));

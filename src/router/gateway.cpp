@@ -16,6 +16,7 @@
 #include "core/host_port.h"
 #include "core/http/proxy_headers.h"
 #include "core/log.h"
+#include "core/tls/grpc_tls.h"
 #include "router/disagg.h"
 #include "router/intake.h"
 #include "router/policy_config.h"
@@ -156,10 +157,12 @@ Result<std::pair<std::string, uint16_t>, GatewayError> parse_listen(std::string_
   return make_error(GatewayError::kConfig, "listen address \"" + std::string(listen) + "\" is not HOST:PORT");
 }
 
-Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(
-    const config::RouterConfig& cfg, std::chrono::milliseconds interval) {
+Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(const config::RouterConfig& cfg,
+                                                                           std::chrono::milliseconds interval,
+                                                                           agent::GrpcSecurity security) {
   state::StaticStoreOptions so;
   so.interval = interval;
+  so.security = std::move(security);
   so.poll_timeout = std::min<std::chrono::milliseconds>(
       std::max<std::chrono::milliseconds>(interval, std::chrono::milliseconds(200)),
       std::chrono::milliseconds(cfg.timeouts.connect_ms + 1000));
@@ -242,6 +245,9 @@ class Gateway::Handlers {
     out.set("X-CGN-Role", role);
     if (!priority.empty()) {
       out.set("X-CGN-Priority", priority);
+    }
+    if (endpoint.agent && g_.options_.cluster_token.configured()) {
+      out.set(auth::kClusterTokenHeader, g_.options_.cluster_token.presented());
     }
     if (deadline_ms > 0) {
       out.set("X-CGN-Deadline-Ms", std::to_string(deadline_ms));
@@ -851,6 +857,7 @@ Result<uint16_t, GatewayError> Gateway::start() {
     metrics_server_ = std::make_unique<http::Server>(msc, std::move(mroutes));
   }
   http::ClientConfig cc;
+  tls::apply(options_.tls, cc);
   cc.timeouts.connect = std::chrono::milliseconds(options_.router.timeouts.connect_ms);
   cc.timeouts.idle = std::chrono::milliseconds(options_.router.timeouts.idle_ms);
   for (size_t i = 0; i < server_->worker_count(); ++i) {
@@ -958,6 +965,9 @@ void Gateway::on_node_event(const state::NodeEvent& ev) {
   auto& info = nodes_[ev.id];
   info.name = ev.id;
   info.endpoint = ev.endpoint;
+  if (info.endpoint.agent && options_.tls.enabled()) {
+    info.endpoint.tls = true;  // [tls]: the router -> agent hop is TLS
+  }
   info.index = idx;
   if (ev.update.health.has_value()) {
     const bool up = *ev.update.health == routing::Health::kHealthy;

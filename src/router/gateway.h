@@ -26,7 +26,9 @@
 #include <thread>
 #include <vector>
 
+#include "agent/agent_grpc.h"
 #include "core/clock.h"
+#include "core/cluster_token.h"
 #include "core/config.h"
 #include "core/http/client.h"
 #include "core/http/server.h"
@@ -46,16 +48,22 @@ enum class GatewayError { kConfig, kStart };
 
 struct GatewayOptions {
   config::RouterConfig router;  // listen, limits, timeouts, routing, admission, TLS
-  size_t threads = 2;           // server workers
-  std::string dashboard_dir;    // served at /dashboard/; empty = not served
+  // Presented to agent nodes (NodeEndpoint::agent) on every request, never to bare endpoints
+  // ([cluster]); with [tls] enabled, agent nodes are dialled over TLS with this certificate.
+  auth::ClusterToken cluster_token;
+  config::TlsConfig tls;
+  size_t threads = 2;         // server workers
+  std::string dashboard_dir;  // served at /dashboard/; empty = not served
   std::chrono::milliseconds mirror_interval{5000};
   size_t max_attempts = 3;  // per request, across nodes, before the first token
   uint64_t seed = 0;        // routing RNG (ties, random policy)
 };
 
 // The static StateStore for [[router.nodes]], polled every `interval`.
-Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(
-    const config::RouterConfig& cfg, std::chrono::milliseconds interval);
+// `security`: how agent nodes' gRPC service is called (cluster token, [tls]).
+Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(const config::RouterConfig& cfg,
+                                                                           std::chrono::milliseconds interval,
+                                                                           agent::GrpcSecurity security = {});
 
 // The timeouts of one attempt on `endpoint`: agents get continue_wait = [router.timeouts] continue_ms.
 http::ClientTimeouts with_continue(http::ClientTimeouts t, const state::NodeEndpoint& endpoint,

@@ -13,11 +13,14 @@
 #include <random>
 #include <thread>
 
+#include "agent/agent_grpc.h"
+#include "agent/agent_proxy.h"
 #include "core/http/client.h"
 #include "router/fake_engine.h"
 #include "router/gateway.h"
 #include "state/static_store.h"
 #include "testing/process.h"
+#include "testing/test_certs.h"
 
 // GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames (it
 // sees awaitable_frame_base's operator delete but not the recycling allocator's operator new):
@@ -995,6 +998,129 @@ TEST(Gateway, ApiKeysAreRequiredWhenConfigured) {
   EXPECT_EQ(cl.get("/v1/models", {{"Authorization", "bearer sk-test-0123456789abcdef"}}).status, 200u);
   EXPECT_EQ(cl.get("/health").status, 200u);
   EXPECT_EQ(cl.get("/metrics").status, 200u);
+}
+
+// [cluster] token: presented to agent nodes (polled through Agent.Health with it, sent on every
+// request), never to a bare OpenAI endpoint.
+TEST(Gateway, TheClusterTokenGoesToAgentNodesOnly) {
+  const std::string token = "router-cluster-token-0123456789";
+  FakeEngine behind_agent("agent-node"), bare("bare-node");
+  ASSERT_NE(behind_agent.start(), 0);
+  ASSERT_NE(bare.start(), 0);
+  // The agent's gRPC side: answers Health only with the token.
+  agent::NodeRecord rec;
+  rec.node_id = "agent-node";
+  rec.address = behind_agent.url().substr(std::string("http://").size());
+  rec.engine = "vllm";
+  rec.models = {"test-model"};
+  rec.ready = true;
+  rec.total_blocks = 1000;
+  rec.free_blocks = 1000;
+  auto grpc = agent::AgentGrpcServer::start(
+      "127.0.0.1:0",
+      [&] {
+        return agent::AgentHealth{rec, agent::EngineState::kReady, 1};
+      },
+      agent::GrpcSecurity{auth::ClusterToken({token}), {}});
+  ASSERT_TRUE(grpc.ok()) << grpc.error().message;
+  state::StaticStoreOptions so;
+  so.interval = 50ms;
+  so.poll_timeout = 500ms;
+  so.security.token = auth::ClusterToken({token});
+  so.nodes.push_back(state::StaticNodeSpec{"agent-node", behind_agent.url()});
+  so.nodes.back().agent = "127.0.0.1:" + std::to_string((*grpc)->port());
+  so.nodes.push_back(state::StaticNodeSpec{"bare-node", bare.url()});
+  auto store = state::StaticStore::create(so);
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  GatewayOptions go;
+  go.router.listen = "127.0.0.1:0";
+  go.router.policy = "round_robin";
+  go.cluster_token = auth::ClusterToken({token});
+  Gateway gw(go, std::move(*store), ApiKeys{});
+  auto port = gw.start();
+  ASSERT_TRUE(port.ok()) << port.error().message;
+  ASSERT_TRUE(cgn::testing::wait_until([&] { return gw.healthy_nodes() == 2; }, 10s))
+      << "the agent node never became healthy: Agent.Health without the token?";
+  Client cl(*port);
+  for (int i = 0; i < 6 && (behind_agent.seen().empty() || bare.seen().empty()); ++i) {
+    ASSERT_EQ(cl.post("/v1/chat/completions", chat_body("x" + std::to_string(i)),
+                      {{std::string(auth::kClusterTokenHeader), "forged-by-a-client-0123456789"}})
+                  .status,
+              200u);
+  }
+  ASSERT_FALSE(behind_agent.seen().empty());
+  ASSERT_FALSE(bare.seen().empty());
+  EXPECT_EQ(behind_agent.seen()[0].header(auth::kClusterTokenHeader), token);
+  EXPECT_EQ(bare.seen()[0].header(auth::kClusterTokenHeader), "");  // neither ours nor the client's
+  gw.stop(0ms);
+}
+
+// [tls] on both sides: the router polls the agent's Agent.Health and sends requests to its data
+// path over mutual TLS (the agent requires a client certificate), with no cluster token at all.
+TEST(Gateway, WithTlsTheRouterReachesAgentsOverMutualTls) {
+  cgn::testing::TempDir dir;
+  cgn::testing::TestCa ca(dir.path(), "cluster");
+  const auto agent_cert = ca.issue("agent");
+  const auto router_cert = ca.issue("router");
+  auto tls_of = [&](const cgn::testing::CertFiles& c) {
+    config::TlsConfig t;
+    t.ca_file = ca.ca_file();
+    t.cert_file = c.cert;
+    t.key_file = c.key;
+    return t;
+  };
+  FakeEngine engine("tls-node");
+  ASSERT_NE(engine.start(), 0);
+  agent::AgentProxyOptions po;
+  po.host = "127.0.0.1";
+  po.port = 0;
+  po.node_id = "tls-node";
+  po.engine = http::Upstream{"127.0.0.1", engine.port(), false};
+  po.tls = tls_of(agent_cert);
+  agent::AgentProxy proxy(
+      po,
+      [] {
+        return agent::EngineHealth{true, "ready"};
+      },
+      nullptr);
+  auto proxy_port = proxy.start();
+  ASSERT_TRUE(proxy_port.ok()) << proxy_port.error().message;
+  agent::NodeRecord rec;
+  rec.node_id = "tls-node";
+  rec.address = "127.0.0.1:" + std::to_string(*proxy_port);
+  rec.engine = "vllm";
+  rec.models = {"test-model"};
+  rec.ready = true;
+  auto grpc = agent::AgentGrpcServer::start(
+      "127.0.0.1:0",
+      [&] {
+        return agent::AgentHealth{rec, agent::EngineState::kReady, 1};
+      },
+      agent::GrpcSecurity{{}, tls_of(agent_cert)});
+  ASSERT_TRUE(grpc.ok()) << grpc.error().message;
+  state::StaticStoreOptions so;
+  so.interval = 50ms;
+  so.poll_timeout = 1000ms;
+  so.security.tls = tls_of(router_cert);
+  so.nodes.push_back(state::StaticNodeSpec{"tls-node", "http://127.0.0.1:" + std::to_string(*proxy_port)});
+  so.nodes.back().agent = "127.0.0.1:" + std::to_string((*grpc)->port());
+  auto store = state::StaticStore::create(so);
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  GatewayOptions go;
+  go.router.listen = "127.0.0.1:0";
+  go.tls = tls_of(router_cert);
+  Gateway gw(go, std::move(*store), ApiKeys{});
+  auto port = gw.start();
+  ASSERT_TRUE(port.ok()) << port.error().message;
+  ASSERT_TRUE(cgn::testing::wait_until([&] { return gw.healthy_nodes() == 1; }, 10s))
+      << "Agent.Health over mutual TLS never answered";
+  Client cl(*port);
+  const Reply r = cl.post("/v1/chat/completions", chat_body("over tls"));
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(r.header("X-CGN-Node"), "tls-node");
+  ASSERT_EQ(engine.seen().size(), 1u);  // through the agent's TLS listener to the engine
+  gw.stop(0ms);
+  proxy.stop(0ms);
 }
 
 // ---------------------------------------------------------------------------------------------

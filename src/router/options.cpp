@@ -41,8 +41,9 @@ Result<RouterSetup, OptionsError> parse_router_options(int argc, const char* con
   app.add_flag("--print-config", s.print_config, "print the effective configuration and exit");
   std::vector<std::string> etcd;
   std::string etcd_prefix;
-  app.add_option("--etcd", etcd,
-                 "etcd endpoint URL (repeatable): state_backend = \"etcd\" with these [state.etcd] endpoints");
+  app.add_option(
+      "--etcd", etcd,
+      "etcd endpoint URL (repeatable): state_backend = \"etcd\" with these [state.etcd] endpoints");
   app.add_option("--etcd-prefix", etcd_prefix, "[state.etcd] prefix (default /cognitora)");
   try {
     app.parse(argc, argv);
@@ -106,6 +107,8 @@ Result<RouterSetup, OptionsError> parse_router_options(int argc, const char* con
     s.poll_interval = std::chrono::milliseconds(poll_ms);
   }
   s.gateway.router = rc;
+  s.gateway.cluster_token = auth::ClusterToken(s.config.cluster.tokens);
+  s.gateway.tls = s.config.tls;
   const size_t hw = std::max<size_t>(1, std::thread::hardware_concurrency());
   s.gateway.threads = threads > 0 ? threads : std::min<size_t>(hw, 8);
   // --dashboard-dir, else the installed copy beside the binary (cmake --install puts it in

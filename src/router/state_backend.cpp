@@ -1,6 +1,7 @@
 #include "router/state_backend.h"
 
 #include "router/policy_config.h"
+#include "state/etcd/etcd_client.h"
 #include "state/etcd_store.h"
 #include "state/gossip/gossip_store.h"
 
@@ -10,7 +11,8 @@ Result<std::unique_ptr<state::StateStore>, GatewayError> make_state_store(
     const config::CognitoraConfig& cfg, std::chrono::milliseconds poll_interval) {
   const std::string& backend = cfg.router.state_backend;
   if (backend == "static") {
-    return make_static_store(cfg.router, poll_interval);
+    return make_static_store(cfg.router, poll_interval,
+                             agent::GrpcSecurity{auth::ClusterToken(cfg.cluster.tokens), cfg.tls});
   }
   if (backend == "etcd") {
     if (!cfg.router.nodes.empty()) {
@@ -19,6 +21,7 @@ Result<std::unique_ptr<state::StateStore>, GatewayError> make_state_store(
                         "entries (or --node flags)");
     }
     state::EtcdStoreOptions o;
+    o.client = etcd::client_options_from_config(cfg.state.etcd);
     o.endpoints = cfg.state.etcd.endpoints;
     o.root = cfg.state.etcd.prefix;
     o.base = cfg.router;

@@ -56,6 +56,7 @@ bool is_switch(std::string_view f) {
                                                    "--disable-log-requests",
                                                    "--disable-log-stats",
                                                    "--sim-deprecated-metrics",
+                                                   "--sim-enable-admin",
                                                    "--enable-chunked-prefill",
                                                    "--no-enable-chunked-prefill",
                                                    "--cont-batching",
@@ -198,6 +199,10 @@ struct Parser {
     }
     if (f == "--sim-deprecated-metrics") {
       o.deprecated_metrics = true;
+      return Ok{};
+    }
+    if (f == "--sim-enable-admin") {
+      o.admin_enabled = true;
       return Ok{};
     }
     if (f == "--sim-load-seconds") {

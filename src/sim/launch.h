@@ -55,6 +55,11 @@ struct SimOptions {
   std::optional<KvEventsConfig> kv_events;  // --kv-events-config (enabled or not)
   ReplyMode reply_mode = ReplyMode::kRandom;
   bool deprecated_metrics = false;
+  // /admin/evict and /admin/state (--enable-admin, --sim-enable-admin in an engine line): off by
+  // default, they let any caller drop the cache and read counters. The P/D side channel
+  // (POST /internal/kv/claim) is served only with a --kv-transfer-config, as vLLM opens its NIXL
+  // side channel only with a connector.
+  bool admin_enabled = false;
   double load_seconds = 0.0;  // modelled model-load time (health says "loading" meanwhile)
   FaultPlan faults;
   std::string fault_rules_file;  // --sim-fault-rules: loaded by the binary (fault_rules.h)

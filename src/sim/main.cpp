@@ -38,6 +38,7 @@ struct Overrides {
   std::optional<double> step_overhead_ms, prefill_us_per_token, prefill_attention_ns_per_pair,
       decode_us_per_seq, decode_attention_ns_per_token, kv_transfer_ms, kv_transfer_us_per_token;
   bool deprecated_metrics = false;
+  bool enable_admin = false;
   bool no_metrics = false;
   bool metrics = false;
   bool no_prefix_caching = false;
@@ -128,6 +129,9 @@ void add_flags(CLI::App& app, Overrides& o) {
   app.add_flag("--metrics", o.metrics,
                "Serve Prometheus metrics (llama.cpp --metrics, SGLang --enable-metrics)");
   app.add_flag("--no-metrics", o.no_metrics, "Serve no metrics endpoint");
+  app.add_flag("--enable-admin", o.enable_admin,
+               "Serve POST /admin/evict and GET /admin/state (off by default: any caller could drop the "
+               "cache; --sim-enable-admin in an engine line)");
   app.add_option(
       "--fault", o.fault,
       "Fault plan for every request (or rate=F of them): error=429|500|503, drop_after=N, "
@@ -200,8 +204,9 @@ int main(int argc, char** argv) {
       "Engine lines may also carry --sim-port-file F, --sim-log-level L and the --sim-* knobs of "
       "docs/sim.md; flags before `--` override the engine line. Responses carry the modelled timings in "
       "X-Sim-Queue-Ms, X-Sim-Ttft-Ms, X-Sim-E2e-Ms, X-Sim-Cached-Tokens (and X-Sim-Transferred-Tokens, "
-      "X-Sim-Kv-Pull on a P/D decode leg). Admin: POST /admin/evict {\"all\":true}|{\"prompt\":..}|"
-      "{\"messages\":[..]}, GET /admin/state; side channel: POST /internal/kv/claim.",
+      "X-Sim-Kv-Pull on a P/D decode leg). Admin (with --enable-admin): POST /admin/evict "
+      "{\"all\":true}|{\"prompt\":..}|{\"messages\":[..]}, GET /admin/state; side channel (with "
+      "--kv-transfer-config): POST /internal/kv/claim.",
       "cgn-engine-sim"};
   add_flags(app, o);
 
@@ -293,6 +298,9 @@ int main(int argc, char** argv) {
   }
   if (o.deprecated_metrics) {
     sim.deprecated_metrics = true;
+  }
+  if (o.enable_admin) {
+    sim.admin_enabled = true;
   }
   if (o.metrics) {
     sim.metrics_enabled = true;

@@ -624,9 +624,13 @@ struct SimServer::Impl {
              }));
       rt.enable_cors(std::string(mpath));
     }
-    rt.post(std::string(kClaimPath), [this](http::Exchange& ex) { return claim(ex); });
-    rt.post("/admin/evict", [this](http::Exchange& ex) { return evict(ex); });
-    rt.get("/admin/state", [this](http::Exchange& ex) { return state(ex); });
+    if (shell.sim.kv_transfer) {
+      rt.post(std::string(kClaimPath), [this](http::Exchange& ex) { return claim(ex); });
+    }
+    if (shell.sim.admin_enabled) {
+      rt.post("/admin/evict", [this](http::Exchange& ex) { return evict(ex); });
+      rt.get("/admin/state", [this](http::Exchange& ex) { return state(ex); });
+    }
     return rt;
   }
 

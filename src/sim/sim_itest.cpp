@@ -42,13 +42,13 @@ using cgn::testing::wait_until;
 // ---- a running simulator ------------------------------------------------------
 
 struct Sim {
-  // Flag mode: cgn-engine-sim ARGS --port 0 --port-file F.
+  // Flag mode: cgn-engine-sim ARGS --port 0 --port-file F, with the admin endpoints on.
   static std::unique_ptr<Sim> flags(std::vector<std::string> args,
                                     std::map<std::string, std::string> env = {}) {
     auto s = std::make_unique<Sim>();
     std::vector<std::string> argv = {bin_path("cgn-engine-sim")};
     argv.insert(argv.end(), args.begin(), args.end());
-    argv.insert(argv.end(), {"--port", "0", "--port-file", s->port_file()});
+    argv.insert(argv.end(), {"--port", "0", "--port-file", s->port_file(), "--enable-admin"});
     s->launch(std::move(argv), std::move(env));
     return s;
   }
@@ -534,12 +534,25 @@ TEST(EngineSim, LlamacppAnswers503JsonWhileLoading) {
 
 // P/D instances run at time scale 1: the claim round trip on the side
 // channel is real time and adds to the decode leg's modelled TTFT, as a
-// handshake would; at scale 1 it is small beside the modelled times.
+// handshake would; at scale 1 it is small beside the modelled times. Each runs the NixlConnector
+// (kv_both unless `extra` names another config), which opens the side channel, and the admin
+// endpoints.
 std::unique_ptr<Sim> vllm_line(std::vector<std::string> extra, std::map<std::string, std::string> env = {}) {
   auto s = std::make_unique<Sim>();
-  std::vector<std::string> argv = {
-      bin_path("cgn-engine-sim"), "--",          "vllm", "serve", "m", "--port", "0",
-      "--sim-port-file",          s->port_file()};
+  std::vector<std::string> argv = {bin_path("cgn-engine-sim"),
+                                   "--",
+                                   "vllm",
+                                   "serve",
+                                   "m",
+                                   "--port",
+                                   "0",
+                                   "--sim-port-file",
+                                   s->port_file(),
+                                   "--sim-enable-admin"};
+  if (std::find(extra.begin(), extra.end(), "--kv-transfer-config") == extra.end()) {
+    argv.insert(argv.end(),
+                {"--kv-transfer-config", R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"});
+  }
   argv.insert(argv.end(), extra.begin(), extra.end());
   s->launch(std::move(argv), std::move(env));
   return s;
@@ -561,6 +574,27 @@ json prefill_body(const std::string& prompt) {
 
 json admin_state(uint16_t port) {
   return get(port, "/admin/state").json_body();
+}
+
+// Anyone who reaches the port could drop the cache or read counters, and the side channel
+// releases held KV blocks: off unless a flag turns them on.
+TEST(EngineSim, AdminAndSideChannelAreOffUnlessAFlagTurnsThemOn) {
+  Sim plain;
+  plain.launch({bin_path("cgn-engine-sim"), "--model", "m", "--port", "0", "--port-file", plain.port_file()});
+  const json claim = {{"engine_id", "x"}, {"request_id", "r"}, {"block_ids", {1}}};
+  EXPECT_EQ(post(plain.port, "/admin/evict", {{"all", true}}).status, 404u);
+  EXPECT_EQ(get(plain.port, "/admin/state").status, 404u);
+  EXPECT_EQ(post(plain.port, "/internal/kv/claim", claim).status, 404u);
+  EXPECT_EQ(get(plain.port, "/health").status, 200u);
+
+  auto admin = Sim::flags({"--model", "m"});
+  EXPECT_EQ(post(admin->port, "/admin/evict", {{"all", true}}).status, 200u);
+  EXPECT_EQ(get(admin->port, "/admin/state").status, 200u);
+  EXPECT_EQ(post(admin->port, "/internal/kv/claim", claim).status, 404u);  // no connector
+
+  auto pd = vllm_line({});  // engine line: --sim-enable-admin and a NixlConnector config
+  EXPECT_EQ(get(pd->port, "/admin/state").status, 200u);
+  EXPECT_EQ(post(pd->port, "/internal/kv/claim", claim).status, 200u);
 }
 
 TEST(EngineSim, PrefillDecodeRoundTripPullsInsteadOfPrefilling) {

@@ -9,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "cognitora/v1/agent.grpc.pb.h"
+#include "core/tls/grpc_tls.h"
 
 // GCC 12 with sanitizers: false -Wmismatched-new-delete on Asio coroutine frames (see
 // static_store.cpp).
@@ -23,7 +24,8 @@ namespace pb = cognitora::v1;
 
 struct AgentHealthClients::Link {
   std::string target;
-  std::unique_ptr<pb::Agent::Stub> stub;
+  std::unique_ptr<pb::Agent::Stub> stub;  // null when the credentials could not be built
+  std::string error;                      // why not
 };
 
 // Shared by the awaiting coroutine and grpc++'s callback.
@@ -44,7 +46,8 @@ struct Waiter {
 };
 }  // namespace
 
-AgentHealthClients::AgentHealthClients(asio::io_context& ctx) : ctx_(ctx) {}
+AgentHealthClients::AgentHealthClients(asio::io_context& ctx, agent::GrpcSecurity security)
+    : ctx_(ctx), security_(std::move(security)) {}
 
 AgentHealthClients::~AgentHealthClients() {
   shutdown();
@@ -55,8 +58,11 @@ void AgentHealthClients::add(size_t key, const std::string& target) {
   args.SetMaxReceiveMessageSize(agent::kMaxHealthResponseBytes);
   auto link = std::make_unique<Link>();
   link->target = target;
-  link->stub =
-      pb::Agent::NewStub(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+  if (auto creds = tls::channel_credentials(security_.tls)) {
+    link->stub = pb::Agent::NewStub(grpc::CreateCustomChannel(target, *creds, args));
+  } else {
+    link->error = creds.error().message;
+  }
   links_[key] = std::move(link);
 }
 
@@ -67,8 +73,14 @@ asio::awaitable<Result<agent::AgentHealth, std::string>> AgentHealthClients::hea
     co_return make_error(std::string("config"), "no agent link for this node");
   }
   Link& link = *it->second;
+  if (!link.stub) {
+    co_return make_error(std::string("config"), "Agent.Health on " + link.target + ": " + link.error);
+  }
   auto call = std::make_shared<Call>();
   call->ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  if (security_.token.configured()) {
+    call->ctx.AddMetadata(auth::kClusterTokenMetadata, std::string(security_.token.presented()));
+  }
   auto waiter = std::make_shared<Waiter>(ctx_);
   {
     std::lock_guard lock(mu_);

@@ -26,7 +26,8 @@ namespace cgn::state {
 
 class AgentHealthClients {
  public:
-  explicit AgentHealthClients(boost::asio::io_context& ctx);
+  // `security`: the cluster token presented and the [tls] credentials of every channel.
+  explicit AgentHealthClients(boost::asio::io_context& ctx, agent::GrpcSecurity security = {});
   ~AgentHealthClients();
   AgentHealthClients(const AgentHealthClients&) = delete;
   AgentHealthClients& operator=(const AgentHealthClients&) = delete;
@@ -44,6 +45,7 @@ class AgentHealthClients {
 
  private:
   boost::asio::io_context& ctx_;
+  agent::GrpcSecurity security_;
   std::map<size_t, std::unique_ptr<Link>> links_;
   // Calls in flight (for TryCancel at shutdown); guarded by mu_.
   std::mutex mu_;

@@ -136,7 +136,7 @@ void EtcdStateView::put(std::string_view key, std::string_view value, int64_t mo
     Node& n = nodes_[*id];
     n.record = std::move(*rec);
     n.endpoint = std::move(*ep);
-    n.endpoint.agent = true;  // records are written by agents
+    n.endpoint.agent = true;  // records in etcd are published by agents
     n.mod_revision = mod_revision;
     emit_upsert(*id, n);
     // A new node: every digest already mirrored for it. A new epoch: the core dropped the node's
@@ -296,7 +296,7 @@ Result<std::unique_ptr<EtcdStore>, StateError> EtcdStore::create(EtcdStoreOption
                       "[state.etcd] prefix must start with '/', got \"" + options.root + "\"");
   }
   std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(options)));
-  etcd::EtcdClientOptions co;
+  etcd::EtcdClientOptions co = store->options_.client;
   co.endpoints = store->options_.endpoints;
   EtcdStore* self = store.get();
   co.on_reachability_change = [self](bool reachable) {

@@ -40,6 +40,7 @@
 #include "agent/node_record.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "state/etcd/etcd_client.h"
 #include "state/state_store.h"
 
 namespace cgn::etcd {
@@ -107,9 +108,11 @@ class EtcdStateView {
 };
 
 struct EtcdStoreOptions {
-  std::vector<std::string> endpoints;  // "http://host:port" or "host:port"
-  std::string root = "/cognitora";     // [state.etcd] prefix
-  config::RouterConfig base;           // the router's own policy (used while /policy is absent)
+  std::vector<std::string> endpoints;  // "http://host:port", "https://host:port" or "host:port"
+  // TLS files and auth for the client ([state.etcd]; etcd_client.h); its endpoints are `endpoints`.
+  etcd::EtcdClientOptions client;
+  std::string root = "/cognitora";  // [state.etcd] prefix
+  config::RouterConfig base;        // the router's own policy (used while /policy is absent)
 };
 
 class EtcdStore final : public StateStore {

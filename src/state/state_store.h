@@ -34,7 +34,9 @@ struct NodeEndpoint {
   uint16_t port = 0;
   bool tls = false;
   std::string base_path;  // URL path prefix ("" or "/engine-a"), never ending in '/'
-  bool agent = false;     // a cgn-agent (answers "100 Continue"), not a bare OpenAI endpoint
+  // The node is a cgn-agent (etcd, gossip, or a static node with `agent`): it answers "100 Continue"
+  // and the router presents the cluster token to it. A bare OpenAI endpoint gets neither.
+  bool agent = false;
 };
 
 // Parses "http://host:port[/path]" or "https://..." (port defaults 80/443; IPv6 in brackets).

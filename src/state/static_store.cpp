@@ -136,7 +136,7 @@ Status<StateError> StaticStore::start(NodeSink sink) {
   cc.max_idle_per_upstream = 2;
   cc.timer_resolution = std::chrono::milliseconds(20);
   client_ = std::make_unique<http::HttpClient>(*ctx_, cc);
-  agents_ = std::make_unique<AgentHealthClients>(*ctx_);
+  agents_ = std::make_unique<AgentHealthClients>(*ctx_, options_.security);
   for (size_t i = 0; i < nodes_.size(); ++i) {
     if (!nodes_[i].spec.agent.empty()) {
       agents_->add(i, nodes_[i].spec.agent);

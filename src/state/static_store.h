@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/agent_grpc.h"
 #include "state/state_store.h"
 
 namespace cgn::http {
@@ -50,6 +51,7 @@ struct StaticStoreOptions {
   std::chrono::milliseconds interval{1000};      // poll period per node
   std::chrono::milliseconds poll_timeout{1000};  // connect + answer, per probe
   size_t max_models_per_node = 256;
+  agent::GrpcSecurity security;  // how agents' Agent.Health is called (cluster token, [tls])
 };
 
 // The default node name for a URL: its host:port ("127.0.0.1:8001").

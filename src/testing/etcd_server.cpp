@@ -87,7 +87,8 @@ bool EtcdServer::start(std::chrono::milliseconds timeout, bool serve_endpoint) {
     return healthy();
   }
   process_.reset();
-  const std::string client_url = "http://127.0.0.1:" + std::to_string(client_port_);
+  const std::string client_url =
+      (tls_.cert_file.empty() ? "http://127.0.0.1:" : "https://127.0.0.1:") + std::to_string(client_port_);
   const std::string admin_url = "http://127.0.0.1:" + std::to_string(admin_port_);
   const std::string peer_url = "http://127.0.0.1:" + std::to_string(peer_port_);
   std::vector<std::string> argv = {
@@ -108,6 +109,15 @@ bool EtcdServer::start(std::chrono::milliseconds timeout, bool serve_endpoint) {
       "--heartbeat-interval=50",
       "--election-timeout=500",
   };
+  if (!tls_.cert_file.empty()) {
+    argv.push_back("--cert-file=" + tls_.cert_file);
+    argv.push_back("--key-file=" + tls_.key_file);
+    if (!tls_.client_ca_file.empty()) {
+      argv.push_back("--client-cert-auth");
+      argv.push_back("--trusted-ca-file=" + tls_.client_ca_file);
+    }
+  }
+  argv.insert(argv.end(), extra_flags_.begin(), extra_flags_.end());
   // If the test process dies without cleaning up (crash, timeout kill), the
   // kernel kills etcd too instead of leaving it running on tmpfs.
   std::error_code ec;
@@ -146,6 +156,19 @@ bool EtcdServer::running() {
 bool EtcdServer::healthy() const {
   std::string resp = http_get(admin_port_, "/health");
   return resp.find("\"health\":\"true\"") != std::string::npos;
+}
+
+std::string EtcdServer::enable_auth(const std::string& password) {
+  const std::string ep = "--endpoints=http://" + admin_endpoint();
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"etcdctl", ep, "user", "add", "root:" + password, "--interactive=false"},
+        std::vector<std::string>{"etcdctl", ep, "auth", "enable"}}) {
+    Process p(args, std::map<std::string, std::string>{{"ETCDCTL_API", "3"}});
+    if (p.wait(std::chrono::seconds(20)) != 0) {
+      return args[2] + " " + args[3] + " failed: " + p.log();
+    }
+  }
+  return {};
 }
 
 std::string EtcdServer::endpoint() const {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "testing/process.h"
 
@@ -18,6 +19,21 @@ class EtcdServer {
  public:
   // Picks the ports and creates the data dir; does not start etcd.
   EtcdServer();
+
+  // Before start(): the main client port (endpoint()) serves TLS with this certificate and, with a
+  // client CA, requires client certificates it signed (--client-cert-auth). The admin port stays
+  // plaintext for the test itself.
+  struct Tls {
+    std::string cert_file;
+    std::string key_file;
+    std::string client_ca_file;  // empty: no client certificates asked for
+  };
+  void use_tls(Tls tls) { tls_ = std::move(tls); }
+  // Before start(): more etcd flags (e.g. "--auth-token-ttl=1").
+  void add_flags(std::vector<std::string> flags) { extra_flags_ = std::move(flags); }
+  // With etcd running: creates user root with `password` and turns auth on (etcdctl over the
+  // admin port). Returns "" or what failed.
+  std::string enable_auth(const std::string& password);
   ~EtcdServer();
   EtcdServer(const EtcdServer&) = delete;
   EtcdServer& operator=(const EtcdServer&) = delete;
@@ -54,6 +70,8 @@ class EtcdServer {
   int admin_port_ = 0;
   int peer_port_ = 0;
   std::unique_ptr<Process> process_;
+  Tls tls_;
+  std::vector<std::string> extra_flags_;
 };
 
 }  // namespace cgn::testing

@@ -84,7 +84,7 @@ class EtcdCluster : public ::testing::Test {
                  "publish_interval_ms = " +
                  std::to_string(kPublishMs) + "\n[engine]\nkind = \"" + kind +
                  "\"\nmodel = \"m\"\nserved_name = \"m\"\nport = " + std::to_string(a.engine_port) +
-                 "\nextra_args = [\"--sim-time-scale\", \"0.01\"]\n" + kv_events +
+                 "\nextra_args = [\"--sim-time-scale\", \"0.01\", \"--sim-enable-admin\"]\n" + kv_events +
                  "[state.etcd]\nendpoints = "
                  "[\"http://" +
                  etcd_.endpoint() + "\"]\nlease_ttl_s = " + std::to_string(kLeaseTtlS) + "\n");

@@ -62,7 +62,7 @@ class PdAgents : public ::testing::Test {
     a.id = id;
     a.port = static_cast<uint16_t>(cgn::testing::free_port());
     a.engine_port = static_cast<uint16_t>(cgn::testing::free_port());
-    std::string args = "\"--sim-time-scale\", \"" + time_scale + "\"";
+    std::string args = "\"--sim-time-scale\", \"" + time_scale + "\", \"--sim-enable-admin\"";
     for (const auto& e : extra) {
       args += ", \"" + e + "\"";
     }

@@ -328,6 +328,12 @@ HttpClient::HttpClient(asio::io_context& ctx, ClientConfig config)
   } else {
     impl_->tls->set_verify_mode(asio::ssl::verify_none, ec);
   }
+  if (!ec && !cfg_.tls_cert_file.empty()) {
+    impl_->tls->use_certificate_chain_file(cfg_.tls_cert_file, ec);
+    if (!ec) {
+      impl_->tls->use_private_key_file(cfg_.tls_key_file, asio::ssl::context::pem, ec);
+    }
+  }
   if (ec) {
     impl_->tls_error = "TLS client setup failed: " + ec.message();
   }

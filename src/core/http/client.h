@@ -60,6 +60,9 @@ struct ClientConfig {
   bool retry_stale = true;
   bool tls_verify = true;   // verify the upstream certificate and host name
   std::string tls_ca_file;  // empty: system default CAs
+  // A client certificate and key (PEM) presented to upstreams that ask (mutual TLS); both or none.
+  std::string tls_cert_file;
+  std::string tls_key_file;
   milliseconds timer_resolution{50};
 };
 

@@ -935,6 +935,14 @@ HttpResult<uint16_t> Server::start() {
     if (ec) {
       return http_error(HttpError::tls, "cannot load TLS key " + s.cfg.tls_key_file + ": " + ec.message());
     }
+    if (!s.cfg.tls_client_ca_file.empty()) {
+      s.tls->load_verify_file(s.cfg.tls_client_ca_file, ec);
+      if (ec) {
+        return http_error(HttpError::tls,
+                          "cannot load client CA " + s.cfg.tls_client_ca_file + ": " + ec.message());
+      }
+      s.tls->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+    }
   }
   error_code ec;
   const auto addr = asio::ip::make_address(s.cfg.host, ec);

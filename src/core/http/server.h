@@ -71,6 +71,9 @@ struct ServerConfig {
   // TLS on the listener when both are set (PEM files).
   std::string tls_cert_file;
   std::string tls_key_file;
+  // With TLS: when set, every client must present a certificate this CA (PEM) verifies; the
+  // handshake fails otherwise (mutual TLS).
+  std::string tls_client_ca_file;
   // Precision of all timeouts (the per-thread deadline sweep interval).
   milliseconds timer_resolution{50};
   int listen_backlog = 1024;

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/config.h"
 #include "state/etcd/etcd_types.h"
 
 namespace cgn::etcd {
@@ -23,8 +24,18 @@ using Timeout = std::chrono::milliseconds;
 inline constexpr Timeout kDefaultTimeout{0};
 
 struct EtcdClientOptions {
-  // "host:port" or "http://host:port"; at least one. https is not supported.
+  // "host:port", "http://host:port" or "https://host:port"; at least one, all of one scheme.
   std::vector<std::string> endpoints;
+  // https:// endpoints: the CA (PEM file) that signed etcd's certificate (required), and this
+  // client's certificate and key when etcd runs with --client-cert-auth (both or neither).
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  // etcd auth: with a username, the client calls Auth.Authenticate and sends the token on every
+  // call and stream; a call refused for its token ("invalid auth token", an expired or restarted
+  // etcd) re-authenticates and is retried once, and a stream refused for it reopens with a new one.
+  std::string username;
+  std::string password;
   // Deadline of each unary call unless the call passes its own.
   Timeout call_timeout{2000};
   // First and largest gRPC reconnect backoff, so a returning etcd is found
@@ -37,6 +48,9 @@ struct EtcdClientOptions {
   // from whichever thread saw the change. Must not block.
   std::function<void(bool reachable)> on_reachability_change;
 };
+
+// Endpoints, TLS files and auth from [state.etcd] (the password from its variable).
+EtcdClientOptions client_options_from_config(const config::EtcdConfig& cfg);
 
 // Thread-safety: every method may be called from any thread at once (gRPC
 // stubs are thread-safe; the client's own state is atomics). Create it with
@@ -108,6 +122,8 @@ class EtcdClient {
   bool reachable() const;
 
   const EtcdClientOptions& options() const { return options_; }
+  // Successful Auth.Authenticate calls so far (0 without a username).
+  uint64_t authentications() const;
 
  private:
   friend class Watcher;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -25,8 +26,12 @@ namespace cgn::etcd {
 EtcdError map_grpc_error(grpc::StatusCode code, std::string_view grpc_message, std::string_view what,
                          std::string_view endpoint);
 
-// "http://h:p" -> "h:p"; error for https or an empty/ill-formed endpoint.
+// "http://h:p" or "https://h:p" -> "h:p"; error for an empty/ill-formed endpoint.
 EtcdResult<std::string> normalize_endpoint(std::string_view endpoint);
+
+// Whether a failed call was refused for its auth token (missing, expired, unknown after an etcd
+// restart, or issued before an auth change): re-authenticating may help.
+bool is_token_error(grpc::StatusCode code, std::string_view message);
 
 KeyValue from_proto(const mvccpb::KeyValue& kv);
 RangeResult range_from_proto(const etcdserverpb::RangeResponse& resp);
@@ -43,9 +48,12 @@ class EndpointSet {
     std::unique_ptr<etcdserverpb::Watch::Stub> watch;
     std::unique_ptr<etcdserverpb::Lease::Stub> lease;
     std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
+    std::unique_ptr<etcdserverpb::Auth::Stub> auth;
   };
 
-  EndpointSet(const EtcdClientOptions& options, std::vector<std::string> targets);
+  // `credentials`: TLS for https endpoints, else insecure.
+  EndpointSet(const EtcdClientOptions& options, std::vector<std::string> targets,
+              std::shared_ptr<grpc::ChannelCredentials> credentials);
   ~EndpointSet();
   EndpointSet(const EndpointSet&) = delete;
   EndpointSet& operator=(const EndpointSet&) = delete;
@@ -66,12 +74,27 @@ class EndpointSet {
   EtcdStatus call(std::string_view what, Timeout timeout, bool failover,
                   const std::function<grpc::Status(Endpoint&, grpc::ClientContext&)>& rpc);
 
+  // etcd auth (EtcdClientOptions::username). Adds the token to `ctx` (authenticating at `ep`
+  // first when there is none, bounded by `deadline`) and returns the token used: "" when auth is
+  // off, or when Authenticate failed (then `failed`, if given, holds its status).
+  std::string attach_token(Endpoint& ep, grpc::ClientContext& ctx,
+                           std::chrono::system_clock::time_point deadline, grpc::Status* failed = nullptr);
+  // The token `used` was refused: the next attach_token() authenticates again.
+  void drop_token(const std::string& used);
+  bool auth_enabled() const { return !username_.empty(); }
+  uint64_t authentications() const { return authentications_.load(std::memory_order_relaxed); }
+
  private:
   std::vector<Endpoint> endpoints_;
   std::atomic<size_t> current_{0};
   std::atomic<int> reachable_{1};
   std::function<void(bool)> on_change_;
   log::Logger log_;
+  std::string username_;
+  std::string password_;
+  std::mutex auth_mu_;  // guards token_; held across Authenticate so one call renews for all
+  std::string token_;
+  std::atomic<uint64_t> authentications_{0};
   // Drives connection attempts: with the synchronous API nothing polls a
   // channel's sockets while no call is in flight except gRPC's 5 s backup
   // poller, which would delay noticing a returned etcd by up to 10 s.

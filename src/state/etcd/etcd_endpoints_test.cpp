@@ -5,13 +5,14 @@
 namespace cgn::etcd {
 namespace {
 
-TEST(NormalizeEndpoint, accepts_host_port_and_http_urls) {
+TEST(NormalizeEndpoint, accepts_host_port_and_http_and_https_urls) {
   EXPECT_EQ(normalize_endpoint("127.0.0.1:2379").value(), "127.0.0.1:2379");
   EXPECT_EQ(normalize_endpoint("http://etcd-0:2379/").value(), "etcd-0:2379");
+  EXPECT_EQ(normalize_endpoint("https://etcd-0:2379").value(), "etcd-0:2379");
 }
 
-TEST(NormalizeEndpoint, rejects_https_and_malformed) {
-  for (const char* bad : {"https://h:2379", "", "h", "h:", ":2379", "http://h:2379/path", "h:23x9"}) {
+TEST(NormalizeEndpoint, rejects_malformed) {
+  for (const char* bad : {"", "h", "h:", ":2379", "http://h:2379/path", "https://h:2379/path", "h:23x9"}) {
     auto r = normalize_endpoint(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().code, EtcdErrc::kInvalidArgument) << bad;
@@ -24,7 +25,19 @@ TEST(EtcdClientCreate, rejects_missing_or_bad_endpoints) {
   o.endpoints = {"127.0.0.1:2379", "https://127.0.0.1:2379"};
   auto r = EtcdClient::create(o);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("https"), std::string::npos);
+  EXPECT_NE(r.error().message.find("mix https://"), std::string::npos) << r.error().message;
+  o.endpoints = {"https://127.0.0.1:2379"};
+  auto no_ca = EtcdClient::create(o);
+  ASSERT_FALSE(no_ca.ok());
+  EXPECT_NE(no_ca.error().message.find("ca_file"), std::string::npos) << no_ca.error().message;
+  o.ca_file = "/nonexistent/ca.pem";
+  auto bad_ca = EtcdClient::create(o);
+  ASSERT_FALSE(bad_ca.ok());
+  EXPECT_NE(bad_ca.error().message.find("/nonexistent/ca.pem"), std::string::npos) << bad_ca.error().message;
+  o.ca_file.clear();
+  o.endpoints = {"127.0.0.1:2379"};
+  o.username = "root";
+  EXPECT_NE(EtcdClient::create(o).error().message.find("username and password"), std::string::npos);
 }
 
 TEST(MapGrpcError, maps_etcd_server_errors_to_codes) {

@@ -22,6 +22,8 @@ const char* to_string(EtcdErrc code) {
       return "invalid_argument";
     case EtcdErrc::kCancelled:
       return "cancelled";
+    case EtcdErrc::kAuth:
+      return "auth";
     case EtcdErrc::kInternal:
       return "internal";
   }

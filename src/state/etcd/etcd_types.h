@@ -23,6 +23,7 @@ enum class EtcdErrc {
   kRequestTooLarge,   // over the server's --max-request-bytes (default 1.5 MiB)
   kInvalidArgument,   // rejected request (duplicate key in txn, bad endpoint, empty key...)
   kCancelled,         // the client or its caller stopped the call
+  kAuth,              // refused by etcd's auth (wrong user or password, no permission)
   kInternal,          // anything else the server or transport reported
 };
 

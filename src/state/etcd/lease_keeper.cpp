@@ -149,6 +149,8 @@ bool LeaseKeeper::run_stream(size_t endpoint) {
     }
     ctx_ = ctx;
   }
+  const std::string token =
+      eps.attach_token(ep, *ctx, std::chrono::system_clock::now() + client_->options().call_timeout);
   auto stream = ep.lease->LeaseKeepAlive(ctx.get());
   std::string why;
   while (true) {
@@ -192,7 +194,9 @@ bool LeaseKeeper::run_stream(size_t endpoint) {
       return false;  // lost or revoked: run() waits for regrant()
     }
   }
-  if (st.error_code() == grpc::StatusCode::UNAVAILABLE) {
+  if (is_token_error(st.error_code(), st.error_message())) {
+    eps.drop_token(token);  // the next stream authenticates again
+  } else if (st.error_code() == grpc::StatusCode::UNAVAILABLE) {
     eps.observe(false,
                 map_grpc_error(st.error_code(), st.error_message(), "LeaseKeepAlive", ep.target).message);
   } else if (st.error_code() == grpc::StatusCode::NOT_FOUND) {

@@ -128,6 +128,8 @@ bool Watcher::run_stream(size_t endpoint) {
   auto ctx = std::make_shared<grpc::ClientContext>();
   // Without a leader the member cancels the stream, and we move on.
   ctx->AddMetadata("hasleader", "true");
+  const std::string token =
+      eps.attach_token(ep, *ctx, std::chrono::system_clock::now() + client_->options().call_timeout);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) {
@@ -165,6 +167,12 @@ bool Watcher::run_stream(size_t endpoint) {
       }
       if (resp.canceled()) {
         why = "canceled by server: " + resp.cancel_reason();
+        // etcd refuses a watch whose token it no longer knows with "permission denied": the
+        // next stream authenticates again.
+        if (eps.auth_enabled() && (is_token_error(grpc::StatusCode::OK, resp.cancel_reason()) ||
+                                   resp.cancel_reason().find("permission denied") != std::string::npos)) {
+          eps.drop_token(token);
+        }
         break;
       }
       if (resp.created()) {
@@ -203,6 +211,9 @@ bool Watcher::run_stream(size_t endpoint) {
   }
   if (!st.ok() && st.error_code() != grpc::StatusCode::CANCELLED) {
     why += (why.empty() ? "" : "; ") + st.error_message();
+    if (is_token_error(st.error_code(), st.error_message())) {
+      eps.drop_token(token);
+    }
     if (st.error_code() == grpc::StatusCode::UNAVAILABLE) {
       eps.observe(false, map_grpc_error(st.error_code(), st.error_message(), "Watch", ep.target).message);
     }

@@ -1,6 +1,7 @@
 // cgn-gossip: one gossip member on its own, for tests, demos and debugging a cluster.
 //   cgn-gossip --name N --listen 127.0.0.1:0 --seed HOST:PORT [--record-file R.json]
-//              [--cluster ID] [--secret-env VAR] [--port-file F] [--status-file S]
+//              [--cluster ID] (--secret-env VAR [--rotation-secret-env VAR2] | --insecure)
+//              [--port-file F] [--status-file S]
 // With --record-file it publishes that node record (re-read every second) like an agent does;
 // without, it joins as a plain member (like the router). --status-file is rewritten (atomically)
 // every 200 ms with the member's view: members (name, generation, live, addr, keys) and counters.
@@ -87,6 +88,11 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seeds, "Seed HOST:PORT (repeatable)");
   app.add_option("--cluster", cluster, "Cluster id");
   app.add_option("--secret-env", secret_env, "Environment variable holding the HMAC key");
+  std::string rotation_env;
+  bool insecure = false;
+  app.add_option("--rotation-secret-env", rotation_env,
+                 "Environment variable holding a second key accepted while keys rotate");
+  app.add_flag("--insecure", insecure, "Run without a key (unsigned packets; anyone may join)");
   app.add_option("--record-file", record_file, "Node record JSON to publish (re-read every second)");
   app.add_option("--port-file", port_file, "Write the bound UDP port here");
   app.add_option("--status-file", status_file, "Rewrite this file with the member's view every 200 ms");
@@ -102,6 +108,11 @@ int main(int argc, char** argv) {
     const char* v = std::getenv(secret_env.c_str());
     cfg.secret = config::Secret(v != nullptr ? v : "", secret_env);
   }
+  if (!rotation_env.empty()) {
+    const char* v = std::getenv(rotation_env.c_str());
+    cfg.rotation_secret = config::Secret(v != nullptr ? v : "", rotation_env);
+  }
+  cfg.insecure = insecure;
   auto opts = gossip::node_options_from_config(cfg, name);
   if (!opts) {
     std::cerr << "cgn-gossip: " << opts.error().message << "\n";

@@ -549,7 +549,8 @@ std::vector<Outgoing> GossipCore::tick(Nanos now) {
 std::vector<Outgoing> GossipCore::receive(std::span<const uint8_t> bytes, const PeerAddr& from, Nanos now) {
   ++stats_.packets_in;
   stats_.bytes_in += bytes.size();
-  auto decoded = decode(bytes, options_.cluster_id, options_.hmac_key, options_.max_datagram);
+  auto decoded =
+      decode(bytes, options_.cluster_id, options_.hmac_key, options_.max_datagram, options_.rotation_key);
   if (!decoded) {
     ++stats_.rejected[static_cast<size_t>(decoded.error().code)];
     return {};

@@ -33,10 +33,11 @@ namespace cgn::gossip {
 
 struct CoreOptions {
   std::string cluster_id = "cognitora";
-  std::string name;         // unique member name (the agent's node_id; the router's own)
-  uint64_t generation = 0;  // start time of this incarnation; higher supersedes
-  PeerAddr advertise;       // our address when known (family 0 when listening on a wildcard)
-  std::string hmac_key;     // empty: no authentication
+  std::string name;          // unique member name (the agent's node_id; the router's own)
+  uint64_t generation = 0;   // start time of this incarnation; higher supersedes
+  PeerAddr advertise;        // our address when known (family 0 when listening on a wildcard)
+  std::string hmac_key;      // signs every packet and verifies; empty: no authentication
+  std::string rotation_key;  // also accepted, never used to sign (key rotation); empty: none
   size_t max_datagram = kMaxDatagram;
   size_t fanout = 3;                             // peers per round
   Nanos gossip_interval = 300 * kNanosPerMilli;  // the UDP node's tick period (for the docs)

@@ -65,6 +65,20 @@ Result<NodeOptions, NodeError> node_options_from_config(const config::GossipConf
   o.core.name = std::move(name);
   o.core.generation = unix_ns();
   o.core.hmac_key = cfg.secret.reveal();
+  o.core.rotation_key = cfg.rotation_secret.reveal();
+  if (o.core.hmac_key.empty() && !cfg.insecure) {
+    return make_error(NodeError::kConfig,
+                      "[state.gossip] secret_env is not set: gossip without a key lets anyone who reaches "
+                      "the UDP port join the cluster and receive requests; set secret_env to the name of "
+                      "an environment variable holding the cluster key, or insecure = true to run "
+                      "without one");
+  }
+  if (o.core.hmac_key.empty()) {
+    CGN_LOG_WARN(log::get("state.gossip"),
+                 "INSECURE: [state.gossip] insecure = true; gossip packets are not signed and anyone "
+                 "who reaches the UDP port can join the cluster and receive requests",
+                 log::kv("listen", cfg.listen));
+  }
   if (o.core.name.size() > kMaxName) {
     return make_error(NodeError::kConfig,
                       "gossip member name \"" + o.core.name + "\" is longer than 64 bytes");
@@ -139,7 +153,7 @@ std::vector<state::NodeEvent> reconcile(const std::vector<MemberView>& members,
     }
     ev.endpoint.host = host;
     ev.endpoint.port = port;
-    ev.endpoint.agent = true;  // members publishing node records are agents
+    ev.endpoint.agent = true;  // records in gossip are published by agents
     ev.update.address =
         (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
     known[m.name] = json;

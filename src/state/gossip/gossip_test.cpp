@@ -35,13 +35,15 @@ struct Net {
       add(i, key, seeds);
     }
   }
-  size_t add(size_t i, const std::string& key = "", size_t seeds = 1, uint64_t generation = 1) {
+  size_t add(size_t i, const std::string& key = "", size_t seeds = 1, uint64_t generation = 1,
+             const std::string& rotation_key = "") {
     EXPECT_LE(i, cores.size());
     CoreOptions o;
     o.name = "m" + std::to_string(i);
     o.generation = generation;
     o.advertise = addr_of(i);
     o.hmac_key = key;
+    o.rotation_key = rotation_key;
     o.seed = i + 1 + generation * 7919;
     auto c = std::make_unique<GossipCore>(o, now);
     std::vector<PeerAddr> s;
@@ -84,6 +86,15 @@ struct Net {
       round();
     }
     return done() ? max_rounds : SIZE_MAX;
+  }
+  // Every member holds every other member's latest version.
+  bool converged() {
+    for (size_t i = 0; i < cores.size(); ++i) {
+      if (!down[i] && !everyone_has(i, cores[i]->max_version())) {
+        return false;
+      }
+    }
+    return true;
   }
   bool everyone_has(size_t who, uint64_t version) {
     for (size_t i = 0; i < cores.size(); ++i) {
@@ -313,6 +324,89 @@ TEST(GossipCore, wrong_key_and_foreign_cluster_are_rejected_and_counted) {
   EXPECT_EQ(net.cores[0]->member_count(), 1u);
 }
 
+TEST(GossipCore, keyless_member_cannot_join_a_keyed_cluster) {
+  Net net(2, "cluster-key");
+  net.cores[1]->set("record", "real", net.now);
+  ASSERT_NE(net.rounds_until([&] { return net.converged(); }, 20), SIZE_MAX);
+  CoreOptions o;
+  o.name = "keyless";
+  o.generation = 1;
+  GossipCore fake(o, net.now);
+  fake.set("record", "fake", net.now);
+  fake.set_seeds({addr_of(0)});
+  for (int round = 0; round < 10; ++round) {
+    net.now += 500 * kMs;
+    for (auto& out : fake.tick(net.now)) {
+      // Nothing comes back: no digest, no delta, so the fake learns no member and no record.
+      EXPECT_TRUE(net.cores[0]->receive(out.bytes, addr_of(97), net.now).empty());
+    }
+    net.round();
+  }
+  EXPECT_EQ(net.cores[0]->stats().rejected[static_cast<size_t>(WireError::kAuth)], 10u);
+  EXPECT_FALSE(net.cores[0]->is_live("keyless"));
+  EXPECT_EQ(net.cores[0]->member_count(), 2u);
+  EXPECT_EQ(fake.member_count(), 1u);
+}
+
+// The rotation the docs describe (docs/security.md): every member first accepts the new key
+// beside the old, then signs with the new and accepts the old, then drops the old. A rolling
+// restart through each step keeps the whole cluster converged at every point.
+TEST(GossipCore, key_rotation_in_three_rolling_steps_never_splits_the_cluster) {
+  Net net(4, "old-key");
+  uint64_t gen = 1;
+  auto settle = [&](const std::string& step, size_t i) {
+    net.cores[i]->set("record", step, net.now);
+    ASSERT_NE(net.rounds_until([&] { return net.converged(); }, 40), SIZE_MAX) << step << " m" << i;
+    for (size_t j = 0; j < net.cores.size(); ++j) {
+      EXPECT_EQ(net.cores[j]->stats().rejected[static_cast<size_t>(WireError::kAuth)], 0u) << step;
+    }
+  };
+  ASSERT_NE(net.rounds_until([&] { return net.converged(); }, 20), SIZE_MAX);
+  ++gen;
+  for (size_t i = 0; i < net.cores.size(); ++i) {  // 1: sign old, accept new too
+    net.add(i, "old-key", 1, gen, "new-key");
+    ASSERT_NO_FATAL_FAILURE(settle("accept-new", i));
+  }
+  ++gen;
+  for (size_t i = 0; i < net.cores.size(); ++i) {  // 2: sign new, accept old too
+    net.add(i, "new-key", 1, gen, "old-key");
+    ASSERT_NO_FATAL_FAILURE(settle("sign-new", i));
+  }
+  ++gen;
+  for (size_t i = 0; i < net.cores.size(); ++i) {  // 3: the new key alone
+    net.add(i, "new-key", 1, gen);
+    ASSERT_NO_FATAL_FAILURE(settle("drop-old", i));
+  }
+  // The old key no longer gets in.
+  CoreOptions o;
+  o.name = "stale";
+  o.generation = 1;
+  o.hmac_key = "old-key";
+  GossipCore stale(o, net.now);
+  stale.set_seeds({addr_of(0)});
+  for (auto& out : stale.tick(net.now)) {
+    EXPECT_TRUE(net.cores[0]->receive(out.bytes, addr_of(96), net.now).empty());
+  }
+  EXPECT_EQ(net.cores[0]->stats().rejected[static_cast<size_t>(WireError::kAuth)], 1u);
+}
+
+TEST(GossipCore, switching_keys_without_the_overlap_splits_the_cluster) {
+  Net net(3, "old-key");
+  ASSERT_NE(net.rounds_until([&] { return net.converged(); }, 20), SIZE_MAX);
+  net.add(0, "new-key", 1, 2);
+  net.cores[0]->set("record", "new", net.now);
+  EXPECT_EQ(net.rounds_until([&] { return net.converged(); }, 40), SIZE_MAX);
+  EXPECT_GT(net.cores[0]->stats().rejected[static_cast<size_t>(WireError::kAuth)], 0u);
+}
+
+TEST(GossipWire, rotation_key_is_accepted_but_never_signs) {
+  const auto old_signed = encode(sample_message(), "old");
+  EXPECT_TRUE(decode(old_signed, "cognitora", "new", kMaxDatagram, "old"));
+  EXPECT_EQ(decode(old_signed, "cognitora", "new").error().code, WireError::kAuth);
+  EXPECT_EQ(decode(old_signed, "cognitora", "new", kMaxDatagram, "other").error().code, WireError::kAuth);
+  EXPECT_TRUE(decode(encode(sample_message(), "new"), "cognitora", "new", kMaxDatagram, "old"));
+}
+
 TEST(GossipCore, digests_are_sampled_and_deltas_cut_to_the_datagram) {
   Net net(120);
   for (auto& c : net.cores) {
@@ -410,6 +504,38 @@ TEST(GossipStoreReconcile, load_fields_travel_apart_and_merge_back) {
   ASSERT_TRUE(back);
   EXPECT_EQ(*back, r);
   EXPECT_EQ(split_record("not json").first, "not json");
+}
+
+TEST(GossipConfigKey, refuses_to_start_without_a_key_unless_insecure) {
+  config::GossipConfig cfg;
+  auto keyless = node_options_from_config(cfg, "router-a");
+  ASSERT_FALSE(keyless);
+  EXPECT_EQ(keyless.error().code, NodeError::kConfig);
+  EXPECT_NE(keyless.error().message.find("secret_env"), std::string::npos) << keyless.error().message;
+  EXPECT_NE(keyless.error().message.find("insecure = true"), std::string::npos) << keyless.error().message;
+  cfg.insecure = true;
+  auto open = node_options_from_config(cfg, "router-a");
+  ASSERT_TRUE(open) << open.error().message;
+  EXPECT_TRUE(open->core.hmac_key.empty());
+  cfg.insecure = false;
+  cfg.secret = config::Secret("k1", "KEY");
+  cfg.rotation_secret = config::Secret("k0", "OLD_KEY");
+  auto keyed = node_options_from_config(cfg, "router-a");
+  ASSERT_TRUE(keyed) << keyed.error().message;
+  EXPECT_EQ(keyed->core.hmac_key, "k1");
+  EXPECT_EQ(keyed->core.rotation_key, "k0");
+}
+
+TEST(GossipConfigKey, router_and_agent_refuse_a_keyless_gossip_config) {
+  const auto env = [](std::string_view) -> std::optional<std::string> { return std::nullopt; };
+  auto cfg = config::load_config_from_string("[router]\nstate_backend = \"gossip\"\n", "g.toml", env);
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  auto store = make_router_store(*cfg);
+  ASSERT_FALSE(store);
+  EXPECT_NE(store.error().message.find("secret_env"), std::string::npos) << store.error().message;
+  auto publisher = start_agent_publisher(*cfg, "gpu-1", [] { return std::string("{}"); });
+  ASSERT_FALSE(publisher);
+  EXPECT_NE(publisher.error().message.find("secret_env"), std::string::npos) << publisher.error().message;
 }
 
 TEST(GossipConfigWarnings, etcd_only_settings_are_named) {

@@ -397,7 +397,8 @@ std::vector<uint8_t> encode(const Message& m, std::string_view hmac_key) {
 }
 
 Result<Message, WireError> decode(std::span<const uint8_t> bytes, std::string_view cluster_id,
-                                  std::string_view hmac_key, size_t max_datagram) {
+                                  std::string_view hmac_key, size_t max_datagram,
+                                  std::string_view rotation_key) {
   constexpr size_t kFixed = 2 + 1 + 1 + 1;
   if (bytes.size() < kFixed || bytes.size() > max_datagram) {
     return make_error(WireError::kSize, "datagram of " + std::to_string(bytes.size()) + " bytes");
@@ -422,8 +423,14 @@ Result<Message, WireError> decode(std::span<const uint8_t> bytes, std::string_vi
       return make_error(WireError::kAuth, "short HMAC");
     }
     body = bytes.first(bytes.size() - kMacBytes);
+    const uint8_t* got = bytes.data() + body.size();
     const auto want = mac(hmac_key, body);
-    if (CRYPTO_memcmp(want.data(), bytes.data() + body.size(), kMacBytes) != 0) {
+    bool ok = CRYPTO_memcmp(want.data(), got, kMacBytes) == 0;
+    if (!ok && !rotation_key.empty()) {
+      const auto second = mac(rotation_key, body);
+      ok = CRYPTO_memcmp(second.data(), got, kMacBytes) == 0;
+    }
+    if (!ok) {
       return make_error(WireError::kAuth, "wrong HMAC");
     }
   }

@@ -123,9 +123,11 @@ inline constexpr size_t kDeltaOverhead = 2;   // count
 std::vector<uint8_t> encode(const Message& m, std::string_view hmac_key);
 
 // Decodes untrusted bytes: size, magic and version first, then the HMAC (required exactly when
-// `hmac_key` is non-empty), then the body with every length checked; then the cluster id.
+// `hmac_key` is non-empty; it must match `hmac_key` or, while keys rotate, a non-empty
+// `rotation_key`), then the body with every length checked; then the cluster id.
 Result<Message, WireError> decode(std::span<const uint8_t> bytes, std::string_view cluster_id,
-                                  std::string_view hmac_key, size_t max_datagram = kMaxDatagram);
+                                  std::string_view hmac_key, size_t max_datagram = kMaxDatagram,
+                                  std::string_view rotation_key = {});
 
 // HMAC-SHA256(key, data) truncated to kMacBytes.
 std::array<uint8_t, kMacBytes> mac(std::string_view key, std::span<const uint8_t> data);
