@@ -61,6 +61,7 @@ TEST(Config, EmptyFileGivesDocumentedDefaults) {
   EXPECT_EQ(c.router.timeouts.connect_ms, 2000u);
   EXPECT_EQ(c.router.routing.block_bytes, 256u);
   EXPECT_EQ(c.router.routing.index_ttl_s, 120u);
+  EXPECT_EQ(c.router.routing.max_staleness_ms, 30000u);
   EXPECT_DOUBLE_EQ(c.router.routing.weights.ram_tier_credit, 0.75);
   EXPECT_DOUBLE_EQ(c.router.routing.weights.ssd_tier_credit, 0.25);
   EXPECT_EQ(c.router.routing.load_guard.max_queue_depth, 64u);
@@ -325,10 +326,10 @@ TEST(Config, EnumsListTheAllowedValues) {
   EXPECT_EQ(
       error_of("[[router.nodes]]\nurl = \"http://a:1\"\nrole = \"both \"\n"),
       "cognitora.toml:3:8: key 'router.nodes[0].role' expected one of prefill|decode|both, got \"both \"");
-  EXPECT_EQ(
-      error_of("[engine]\nkind = \"vLLM\"\n"),
-      "cognitora.toml:2:8: key 'engine.kind' expected one of vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim|external, "
-      "got \"vLLM\"");
+  EXPECT_EQ(error_of("[engine]\nkind = \"vLLM\"\n"),
+            "cognitora.toml:2:8: key 'engine.kind' expected one of "
+            "vllm|sglang|trtllm|llamacpp|mlx|cgn-infer|sim|external, "
+            "got \"vLLM\"");
 }
 
 TEST(Config, AddressesAreValidated) {

@@ -315,8 +315,10 @@ http::RouteTable Gateway::Handlers::routes() {
 asio::awaitable<void> Gateway::Handlers::health(Exchange& ex) {
   const size_t healthy = g_.healthy_nodes();
   const size_t known = g_.known_nodes();
-  nlohmann::json j = {
-      {"status", healthy > 0 ? "ok" : "degraded"}, {"nodes", known}, {"nodes_healthy", healthy}};
+  nlohmann::json j = {{"status", healthy > 0 ? "ok" : "degraded"},
+                      {"nodes", known},
+                      {"nodes_healthy", healthy},
+                      {"nodes_stale", g_.stale_nodes()}};
   (void)co_await ex.respond(http::make_response(200, j.dump()));
 }
 
@@ -955,9 +957,31 @@ size_t Gateway::healthy_nodes() const {
   size_t n = 0;
   for (const auto& [name, info] : nodes_) {
     const auto* st = core_.node(info.index);
-    n += static_cast<size_t>(st != nullptr && st->health == routing::Health::kHealthy);
+    n += static_cast<size_t>(st != nullptr && st->health == routing::Health::kHealthy &&
+                             !core_.stale(info.index));
   }
   return n;
+}
+
+size_t Gateway::stale_nodes() const {
+  std::lock_guard lock(core_mu_);
+  size_t n = 0;
+  for (const auto& [name, info] : nodes_) {
+    n += static_cast<size_t>(core_.stale(info.index));
+  }
+  return n;
+}
+
+void Gateway::log_stale_nodes(const std::vector<NodeSnapshot>& snap) {
+  // Staleness comes with time, not with an event: it is noticed here, once per transition (the
+  // next update that brings the node back logs "node in routing" through on_node_event).
+  for (const auto& s : snap) {
+    if (s.stale) {
+      node_changes_.update(s.name, "stale", spdlog::level::warn,
+                           "node left routing (its polls have not answered for max_staleness)",
+                           log::kv("node", s.name));
+    }
+  }
 }
 
 size_t Gateway::known_nodes() const {
@@ -988,7 +1012,8 @@ void Gateway::refresh_cluster_metrics() {
       s.engine = st->engine;
       s.role = std::string(routing::to_string(st->role));
       s.gpu_name = st->gpu.name;
-      s.up = st->health == routing::Health::kHealthy;
+      s.stale = core_.stale(info.index);
+      s.up = st->health == routing::Health::kHealthy && !s.stale;
       s.queue_depth = st->queue_depth;
       s.running = st->running;
       s.kv_used_ratio = st->kv_used_ratio;
@@ -999,6 +1024,7 @@ void Gateway::refresh_cluster_metrics() {
     }
     entries = static_cast<double>(core_.index().entries());
   }
+  log_stale_nodes(snap);
   double watts = 0;
   for (const auto& s : snap) {
     watts += s.power_watts;

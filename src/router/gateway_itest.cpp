@@ -171,6 +171,7 @@ std::string random_text(std::mt19937_64& rng, size_t n) {
 struct ClusterOptions {
   int nodes = 2;
   std::chrono::milliseconds poll{50};
+  std::chrono::milliseconds poll_timeout{500};
   std::function<void(config::RouterConfig&)> tweak;
   ApiKeys keys;
   std::string dashboard_dir;
@@ -182,7 +183,7 @@ class Cluster {
   explicit Cluster(ClusterOptions o = {}) {
     state::StaticStoreOptions so;
     so.interval = o.poll;
-    so.poll_timeout = 500ms;
+    so.poll_timeout = o.poll_timeout;
     for (int i = 0; i < o.nodes; ++i) {
       std::string name = "n";
       name += std::to_string(i);
@@ -617,6 +618,66 @@ TEST(Gateway, NoHealthyNodeIs503) {
   EXPECT_EQ(r.status, 503u);
   EXPECT_EQ(r.json()["error"]["code"], "no_healthy_node");
   EXPECT_EQ(cl.get("/health").json()["status"], "degraded");
+}
+
+// Liveness of polled (static) nodes: the polls refresh them, so an idle cluster keeps serving
+// however long no request comes; a node whose polls stop answering for max_staleness leaves
+// routing, and /health, cgn_cluster_node_up and the log say so.
+TEST(Gateway, AnIdleStaticClusterKeepsServingPastMaxStaleness) {
+  Cluster c({.nodes = 2, .tweak = [](config::RouterConfig& r) { r.routing.max_staleness_ms = 500; }});
+  Client cl(c.port());
+  ASSERT_EQ(cl.post("/v1/chat/completions", chat_body("before")).status, 200u);
+  // The condition under test is time passing with no traffic (twice max_staleness), not a wait
+  // for an event.
+  std::this_thread::sleep_for(1100ms);
+  const Reply r = cl.post("/v1/chat/completions", chat_body("after an idle spell"));
+  EXPECT_EQ(r.status, 200u) << r.body;
+  const Reply h = cl.get("/health");
+  EXPECT_EQ(h.json()["nodes_healthy"], 2);
+  EXPECT_EQ(h.json()["nodes_stale"], 0);
+}
+
+TEST(Gateway, ANodeWhosePollsStopAnsweringIsStaleUntilTheyAnswerAndSaysSo) {
+  cgn::testing::TempDir dir;
+  const std::string log_file = dir.file("router.log");
+  log::set_file_sink(log_file);
+  {
+    Cluster c({.nodes = 2, .poll_timeout = 20s, .tweak = [](config::RouterConfig& r) {
+                 r.routing.max_staleness_ms = 1000;
+               }});
+    Client cl(c.port());
+    c.engine("n0").health_stall_ms = 20000;  // polls of n0 hang, well past max_staleness
+    ASSERT_TRUE(cgn::testing::wait_until([&] { return c.gateway().stale_nodes() == 1; }, 10s));
+    const Reply h = cl.get("/health");
+    EXPECT_EQ(h.json()["nodes_stale"], 1);
+    EXPECT_EQ(h.json()["nodes_healthy"], 1);
+    std::mt19937_64 rng(11);
+    for (int i = 0; i < 6; ++i) {
+      const Reply r = cl.post("/v1/chat/completions", chat_body(random_text(rng, 1000)));
+      ASSERT_EQ(r.status, 200u);
+      EXPECT_EQ(r.header("X-CGN-Node"), "n1");
+    }
+    for (int i = 0; i < 3; ++i) {
+      c.gateway().refresh_cluster_metrics();
+    }
+    EXPECT_EQ(c.metric("cgn_cluster_node_up{node=\"n0\"}"), 0.0);
+    EXPECT_EQ(c.metric("cgn_cluster_node_up{node=\"n1\"}"), 1.0);
+    // The hung poll answers once the stall ends: n0 is back.
+    c.engine("n0").health_stall_ms = 0;
+    ASSERT_TRUE(cgn::testing::wait_until([&] { return c.gateway().stale_nodes() == 0; }, 30s));
+    ASSERT_TRUE(cgn::testing::wait_until([&] { return c.gateway().healthy_nodes() == 2; }, 10s));
+  }
+  log::set_stderr_sink();
+  const std::string text = cgn::testing::read_file(log_file);
+  auto count = [&](std::string_view what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count("node left routing (its polls have not answered for max_staleness) node=n0"), 1u) << text;
+  EXPECT_EQ(count("node in routing node=n0 state=up"), 2u) << text;  // first sight, and the return
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -48,7 +48,8 @@ RouterMetrics::RouterMetrics()
                                       ttft_buckets())),
       node_info_(registry_.gauge("cgn_cluster_node_info", "One series per node and model (value 1).",
                                  {"node", "model", "engine", "role", "gpu_name"})),
-      node_up_(registry_.gauge("cgn_cluster_node_up", "1 when the node passes health checks.", {"node"})),
+      node_up_(registry_.gauge("cgn_cluster_node_up",
+                               "1 when the node passes health checks and its state is not stale.", {"node"})),
       node_queue_(registry_.gauge("cgn_cluster_node_queue_depth", "Requests waiting on the node.", {"node"})),
       node_running_(registry_.gauge("cgn_cluster_node_running", "Requests running on the node.", {"node"})),
       node_kv_(

@@ -27,7 +27,8 @@ struct NodeSnapshot {
   std::string engine;
   std::string role;
   std::string gpu_name;
-  bool up = false;
+  bool up = false;     // routable as far as health goes: healthy and not stale
+  bool stale = false;  // polled, and no update for max_staleness
   double queue_depth = 0;
   double running = 0;
   double kv_used_ratio = 0;

@@ -35,6 +35,16 @@ std::string_view to_string(UpdateSource s) {
   return "static";
 }
 
+std::string_view to_string(Liveness l) {
+  switch (l) {
+    case Liveness::kPolled:
+      return "polled";
+    case Liveness::kMembership:
+      return "membership";
+  }
+  return "polled";
+}
+
 std::string_view to_string(Tier t) {
   switch (t) {
     case Tier::kEngine:
@@ -136,6 +146,9 @@ bool apply_update(NodeState& s, const NodeUpdate& u, UpdateSource source, Nanos 
   }
   if (u.prefill_tokens_per_s) {
     s.prefill_tokens_per_s = non_negative(*u.prefill_tokens_per_s);
+  }
+  if (u.liveness) {
+    s.liveness = *u.liveness;
   }
   s.refreshed_at = now;
   s.last_source = source;

@@ -164,6 +164,15 @@ const NodeState* RoutingCore::node(NodeIndex n) const {
   return n < slots_.size() && slots_[n].live ? &slots_[n].state : nullptr;
 }
 
+bool RoutingCore::stale_at(const NodeState& s, Nanos now) const {
+  return s.liveness == Liveness::kPolled && policy_.max_staleness > 0 &&
+         now - s.refreshed_at > policy_.max_staleness;
+}
+
+bool RoutingCore::stale(NodeIndex n) const {
+  return n < slots_.size() && slots_[n].live && stale_at(slots_[n].state, clock_.now());
+}
+
 uint64_t RoutingCore::inflight_requests(NodeIndex n) const {
   return n < slots_.size() && slots_[n].live ? slots_[n].inflight_requests : 0;
 }
@@ -283,8 +292,7 @@ Status<RouteError> RoutingCore::decide_into(const RouteRequest& request, Decisio
       continue;
     }
     ++cap_ok;
-    const bool stale = policy_.max_staleness > 0 && now - s.state.refreshed_at > policy_.max_staleness;
-    if (s.state.health != Health::kHealthy || stale) {
+    if (s.state.health != Health::kHealthy || stale_at(s.state, now)) {
       continue;
     }
     ++healthy;

@@ -112,6 +112,9 @@ class RoutingCore {
   const NodeState* node(NodeIndex n) const;
   const NodeState* node(std::string_view id) const { return node(find_node(id)); }
   size_t node_count() const { return live_nodes_; }
+  // True when node n is polled (Liveness::kPolled) and its state is older than the policy's
+  // max_staleness: it is not routed to until its next update.
+  bool stale(NodeIndex n) const;
   uint64_t inflight_requests(NodeIndex n) const;
   uint64_t inflight_prefill_tokens(NodeIndex n) const;
 
@@ -147,6 +150,7 @@ class RoutingCore {
     uint64_t inflight_prefills = 0;  // dispatched requests still before their first token
   };
 
+  bool stale_at(const NodeState& s, Nanos now) const;
   uint32_t tokens_per_block() const;
   uint64_t prompt_tokens(const RouteRequest& r) const;
   double load_of(const Slot& s) const;

@@ -130,6 +130,40 @@ TEST(RoutingCore, NamesWhyNoNodeIsEligible) {
   }
 }
 
+// Liveness: a polled node whose state is older than max_staleness leaves routing until its next
+// update; a node its backend removes when it dies (etcd lease, gossip failure detector) is alive
+// however long its record goes unchanged.
+TEST(RoutingCore, OnlyPolledNodesGoStaleAndMembershipNodesStayRoutable) {
+  RoutingPolicy p;
+  p.max_staleness = 2 * kSec;
+  Fleet f(p);
+  const NodeIndex polled = f.add("polled");
+  NodeUpdate member = update_of({});
+  member.liveness = Liveness::kMembership;
+  const NodeIndex leased = f.core.upsert_node("leased", member, UpdateSource::kEtcd);
+  const auto d = digests(5, 4);
+  f.clock.advance(5 * kSec);
+  EXPECT_TRUE(f.core.stale(polled));
+  EXPECT_FALSE(f.core.stale(leased));
+  for (int i = 0; i < 8; ++i) {
+    auto res = f.core.decide(request_for(d));
+    ASSERT_TRUE(res.ok()) << res.error().message;
+    ASSERT_EQ(res->ranked.size(), 1u);
+    EXPECT_EQ(res->ranked.front().node, leased);
+  }
+  // The next update of the polled node brings it back; max_staleness 0 turns the rule off.
+  (void)f.core.upsert_node("polled", NodeUpdate{}, UpdateSource::kScrape);
+  EXPECT_FALSE(f.core.stale(polled));
+  f.clock.advance(5 * kSec);
+  EXPECT_TRUE(f.core.stale(polled));
+  p.max_staleness = 0;
+  f.core.set_policy(p);
+  EXPECT_FALSE(f.core.stale(polled));
+  auto res = f.core.decide(request_for(d));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->ranked.size(), 2u);
+}
+
 TEST(RoutingCore, NodesWithoutGpuIdentityAreNeverCapabilityFiltered) {
   Fleet f;
   f.add("unknown-gpu");
