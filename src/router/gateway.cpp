@@ -1027,11 +1027,11 @@ void Gateway::refresh_cluster_metrics() {
   log_stale_nodes(snap);
   double watts = 0;
   for (const auto& s : snap) {
-    watts += s.power_watts;
+    watts += s.power_watts.value_or(0);
   }
   const auto now = std::chrono::steady_clock::now();
   const double gen = metrics_.generation_tokens_total();
-  double tpw = 0;
+  std::optional<double> tpw;  // unknown until a node reports power
   if (last_refresh_ != std::chrono::steady_clock::time_point{} && watts > 0) {
     const double dt = std::chrono::duration<double>(now - last_refresh_).count();
     if (dt > 0) {

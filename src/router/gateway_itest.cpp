@@ -970,6 +970,26 @@ TEST(Gateway, MetricsCarryEveryFamilyOfTheDashboardListAndPassPromtool) {
   EXPECT_EQ(rc, 0) << cgn::testing::read_file(dir.file("out.txt"));
 }
 
+// Power is never invented: nodes that report none (these fake engines) have no power series, and
+// the cluster total and tokens per watt have no sample, so the dashboard shows "no data", not 0 W.
+TEST(Gateway, UnknownPowerIsAbsentFromMetricsNotZero) {
+  Cluster c({.nodes = 2});
+  Client cl(c.port());
+  ASSERT_EQ(cl.post("/v1/chat/completions", chat_body("x")).status, 200u);
+  c.gateway().refresh_cluster_metrics();
+  c.gateway().refresh_cluster_metrics();
+  const Reply m = cl.get("/metrics");
+  ASSERT_EQ(m.status, 200u);
+  EXPECT_NE(m.body.find("cgn_cluster_node_up{node=\"n0\"} 1"), std::string::npos) << m.body;
+  for (const char* family : {"cgn_cluster_node_power_watts", "cgn_cluster_node_watt_limit",
+                             "cgn_cluster_power_watts_total", "cgn_cluster_tokens_per_watt"}) {
+    // The family stays listed (dashboards find it), with no sample.
+    EXPECT_NE(m.body.find(std::string("# TYPE ") + family + " "), std::string::npos) << family;
+    EXPECT_EQ(m.body.find(std::string("\n") + family + "{"), std::string::npos) << family << "\n" << m.body;
+    EXPECT_EQ(m.body.find(std::string("\n") + family + " "), std::string::npos) << family << "\n" << m.body;
+  }
+}
+
 TEST(Gateway, ServesTheDashboardFilesAndNothingElse) {
   Cluster c({.nodes = 1, .dashboard_dir = cgn::testing::source_path("dashboard")});
   Client cl(c.port());

@@ -136,7 +136,8 @@ bool apply_update(NodeState& s, const NodeUpdate& u, UpdateSource source, Nanos 
     s.kv_epoch = *u.kv_epoch;
   }
   if (u.power_watts) {
-    s.power_watts = non_negative(*u.power_watts);
+    // A reading that is not a number or below zero is no reading.
+    s.power_watts = std::isfinite(*u.power_watts) && *u.power_watts >= 0 ? u.power_watts : std::nullopt;
   }
   if (u.watt_limit_watts) {
     s.watt_limit_watts = non_negative(*u.watt_limit_watts);

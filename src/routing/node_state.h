@@ -63,8 +63,9 @@ struct NodeState {
   // the index believes about the node is void when it changes.
   uint64_t kv_epoch = 0;
 
-  // Power; 0 = no data. watt_limit is the node's soft limit.
-  double power_watts = 0;
+  // Power draw; nullopt until the node reports one (never invented). watt_limit is the node's
+  // soft limit; 0 = none.
+  std::optional<double> power_watts;
   double watt_limit_watts = 0;
 
   GpuIdentity gpu;

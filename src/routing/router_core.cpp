@@ -140,8 +140,8 @@ double RoutingCore::estimate(const Slot& s, uint64_t prompt_tokens, float credit
     kv = w.kv_pressure_seconds * (n.kv_used_ratio - w.kv_knee) / (1.0 - w.kv_knee);
   }
   double power = 0;
-  if (n.watt_limit_watts > 0 && n.power_watts > n.watt_limit_watts) {
-    power = w.watt_penalty_seconds * (n.power_watts - n.watt_limit_watts) / n.watt_limit_watts;
+  if (n.watt_limit_watts > 0 && n.power_watts.value_or(0) > n.watt_limit_watts) {
+    power = w.watt_penalty_seconds * (*n.power_watts - n.watt_limit_watts) / n.watt_limit_watts;
   }
   if (prefill_s != nullptr) {
     *prefill_s = prefill;
