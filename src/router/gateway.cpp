@@ -861,6 +861,16 @@ Result<uint16_t, GatewayError> Gateway::start() {
                       "cannot listen on " + options_.router.listen + ": " + port.error().message);
   }
   port_ = *port;
+  // The index changes with every dispatch and every live prefix: its size is read at each scrape,
+  // not copied at mirror refreshes (which would show 0 until the first one after traffic).
+  metrics_.registry().add_collect_callback([this] {
+    size_t entries = 0;
+    {
+      std::lock_guard lock(core_mu_);
+      entries = core_.index().entries();
+    }
+    metrics_.index_entries(static_cast<double>(entries));
+  });
   refresh_cluster_metrics();
   maint_thread_ = std::thread([this] { maintenance_loop(); });
   if (!keys_.enabled()) {
@@ -998,7 +1008,6 @@ uint64_t Gateway::inflight(std::string_view node) const {
 void Gateway::refresh_cluster_metrics() {
   std::lock_guard refresh_lock(refresh_mu_);
   std::vector<NodeSnapshot> snap;
-  double entries = 0;
   {
     std::lock_guard lock(core_mu_);
     for (const auto& [name, info] : nodes_) {
@@ -1022,7 +1031,6 @@ void Gateway::refresh_cluster_metrics() {
       s.cordoned = st->cordoned;
       snap.push_back(std::move(s));
     }
-    entries = static_cast<double>(core_.index().entries());
   }
   log_stale_nodes(snap);
   double watts = 0;
@@ -1040,7 +1048,6 @@ void Gateway::refresh_cluster_metrics() {
   }
   last_refresh_ = now;
   last_generation_tokens_ = gen;
-  metrics_.index_entries(entries);
   metrics_.refresh_cluster(snap, tpw);
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/http/client.h"
+#include "router/etcd_testing.h"
 #include "router/fake_engine.h"
 #include "router/gateway.h"
 #include "state/static_store.h"
@@ -172,6 +173,7 @@ struct ClusterOptions {
   int nodes = 2;
   std::chrono::milliseconds poll{50};
   std::chrono::milliseconds poll_timeout{500};
+  std::chrono::milliseconds mirror_interval{5000};
   std::function<void(config::RouterConfig&)> tweak;
   ApiKeys keys;
   std::string dashboard_dir;
@@ -202,6 +204,7 @@ class Cluster {
     go.router.timeouts.idle_ms = 5000;
     go.threads = 2;
     go.dashboard_dir = o.dashboard_dir;
+    go.mirror_interval = o.mirror_interval;
     go.seed = 7;
     if (o.tweak) {
       o.tweak(go.router);
@@ -968,6 +971,25 @@ TEST(Gateway, MetricsCarryEveryFamilyOfTheDashboardListAndPassPromtool) {
       "promtool check metrics < " + dir.file("metrics.txt") + " > " + dir.file("out.txt") + " 2>&1";
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << cgn::testing::read_file(dir.file("out.txt"));
+}
+
+TEST(Gateway, PrefixIndexEntriesIsTheIndexSizeAtEveryScrape) {
+  // No mirror refresh comes between the traffic and the scrape: the gauge must not wait for one.
+  Cluster c({.nodes = 2, .mirror_interval = std::chrono::hours(1)});
+  Client cl(c.port());
+  size_t expected = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::string body = chat_body(etcdtest::long_prompt("index" + std::to_string(i), 6));
+    expected += etcdtest::body_digests(body).size();
+    for (int k = 0; k < 2; ++k) {  // the second request is a prefix hit on the first one's node
+      ASSERT_EQ(cl.post("/v1/chat/completions", body).status, 200u);
+    }
+  }
+  ASSERT_GE(expected, 18u);
+  const Reply m = cl.get("/metrics");
+  EXPECT_NE(m.body.find("\ncgn_router_prefix_index_entries " + std::to_string(expected) + "\n"),
+            std::string::npos)
+      << m.body;
 }
 
 // Power is never invented: nodes that report none (these fake engines) have no power series, and

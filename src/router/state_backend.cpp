@@ -94,9 +94,6 @@ bool Gateway::apply_state_event(const state::NodeEvent& ev) {
       if (!ev.confirmed.empty()) {
         core_.confirm_prefixes(idx, ev.confirmed);
       }
-      // cgn_router_prefix_index_entries follows live prefixes promptly, not only every
-      // mirror_interval (the refresh is coalesced: one per wake of the maintenance thread).
-      request_mirror_refresh();
       return true;
     }
     case state::NodeEvent::Kind::kPolicy: {
