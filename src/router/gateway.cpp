@@ -670,8 +670,11 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
       res.version(11);
       res.body() = std::move(*body);
       res.prepare_payload();
-      (void)co_await ex.respond(std::move(res));
+      // The node is done once its whole answer is here: release its in-flight accounting before
+      // the client sees the answer, or the client's next request is routed as if this one still
+      // ran there (and a stale guess elsewhere can win over a confirmed prefix).
       close_ticket();
+      (void)co_await ex.respond(std::move(res));
       g_.metrics_.tokens(model, usage.prompt, usage.completion);
       g_.metrics_.request_done(model, ep_label, status, seconds_since(start));
       co_return;

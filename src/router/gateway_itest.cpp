@@ -346,6 +346,18 @@ TEST(Gateway, ModelsIsTheUnionOfHealthyNodesAndHealthCountsNodes) {
 // ---------------------------------------------------------------------------------------------
 // Routing
 
+TEST(Gateway, ABufferedAnswerNoLongerCountsInFlightWhenTheClientHasIt) {
+  Cluster c({.nodes = 2});
+  Client cl(c.port());
+  std::mt19937_64 rng(12);
+  for (int i = 0; i < 30; ++i) {
+    const Reply r = cl.post("/v1/chat/completions", chat_body(random_text(rng, 600)));
+    ASSERT_EQ(r.status, 200u);
+    // The client's next request must not be routed as if this one still ran on its node.
+    ASSERT_EQ(c.gateway().inflight("n0") + c.gateway().inflight("n1"), 0u) << "request " << i;
+  }
+}
+
 TEST(Gateway, RequestsSharingALongPrefixGoToTheSameNode) {
   Cluster c({.nodes = 3});
   Client cl(c.port());
