@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: a local Cognitora cluster with no external services.
 #   3 × cgn-engine-sim (vLLM flavour) + cgn-router, all on 127.0.0.1.
-# Runs a short multi-tenant demo per routing policy, then keeps the router (kv policy)
-# serving until Ctrl-C, and stops everything it started.
+# Runs a short multi-tenant demo per routing policy, the kv one last on the router it then keeps
+# serving until Ctrl-C (so its dashboard shows the demo's prefix index), and stops everything it
+# started.
 # Environment: CGN_PORT (router port, default 8080; 0 = any free port), CGN_NODES (default 3),
 #              CGN_TIME_SCALE (simulator speed, default 1.0), BIN (default build/bin),
 #              CGN_STATE=etcd (scripts/local-cluster-etcd.sh: etcd + agents),
@@ -64,7 +65,7 @@ evict_all() {
 
 echo
 echo "demo workload: 5 tenants with long system prompts, per routing policy"
-for policy in kv round_robin random least_load session; do
+for policy in round_robin random least_load session; do
   evict_all
   p=$(free_port)
   start_router "$policy" "$p"
@@ -75,6 +76,7 @@ done
 [[ $PORT == 0 ]] && PORT=$(free_port)
 evict_all
 start_router kv "$PORT"
+python3 scripts/demo_workload.py --endpoint "http://127.0.0.1:$PORT" --model "$MODEL" --policy kv || true
 cat <<TXT
 
 Cognitora is serving on http://127.0.0.1:$PORT  (policy kv, $NODES nodes)

@@ -69,6 +69,7 @@ void read_routing(TableReader& r, RoutingConfig& c) {
     c.block_bytes = RoutingConfig{}.block_bytes;
   }
   r.get("index_ttl_s", c.index_ttl_s, {1, 86'400});
+  r.get("max_staleness_ms", c.max_staleness_ms, {0, 86'400'000});
   r.get("index_max_entries", c.index_max_entries, {1024, uint64_t{1} << 32});
   r.table("weights", [&](TableReader& t) { read_weights(t, c.weights); });
   r.table("load_guard", [&](TableReader& t) { read_load_guard(t, c.load_guard); });
@@ -498,6 +499,7 @@ std::string dump_config(const CognitoraConfig& c) {
                          {"spread_ratio", g.spread_ratio}};
   toml::table routing{{"block_bytes", r.routing.block_bytes},
                       {"index_ttl_s", r.routing.index_ttl_s},
+                      {"max_staleness_ms", r.routing.max_staleness_ms},
                       {"index_max_entries", as_int(r.routing.index_max_entries)},
                       {"weights", std::move(weights)},
                       {"load_guard", std::move(load_guard)}};

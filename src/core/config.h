@@ -80,6 +80,8 @@ struct LoadGuardConfig {
 struct RoutingConfig {
   uint32_t block_bytes = 256;  // digest block size: a multiple of 64 in [64, 1024]
   uint32_t index_ttl_s = 120;  // optimistic index entries expire unless confirmed
+  // Polled (static) nodes whose state is older than this leave routing; 0 = never.
+  uint32_t max_staleness_ms = 30000;
   uint64_t index_max_entries = 4u << 20;
   ScoreWeights weights;
   LoadGuardConfig load_guard;

@@ -67,6 +67,7 @@ TEST(Config, EmptyFileGivesDocumentedDefaults) {
   EXPECT_EQ(c.router.timeouts.continue_ms, 2000u);
   EXPECT_EQ(c.router.routing.block_bytes, 256u);
   EXPECT_EQ(c.router.routing.index_ttl_s, 120u);
+  EXPECT_EQ(c.router.routing.max_staleness_ms, 30000u);
   EXPECT_DOUBLE_EQ(c.router.routing.weights.ram_tier_credit, 0.75);
   EXPECT_DOUBLE_EQ(c.router.routing.weights.ssd_tier_credit, 0.25);
   EXPECT_EQ(c.router.routing.load_guard.max_queue_depth, 64u);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -191,11 +192,32 @@ std::vector<double> default_buckets() {
   return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 }
 
+namespace {
+
+// A bound computed by float arithmetic carries rounding noise (0.1 + 2 * 0.1 is
+// 0.30000000000000004). Rounded to 15 significant digits (any decimal of up to 15 digits survives
+// a trip through a double) it is the decimal the caller meant: the bucket then compares against
+// 0.3 and prints le="0.3".
+double decimal_bound(double v) {
+  if (!std::isfinite(v)) {
+    return v;
+  }
+  char buf[32];
+  const auto printed = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 15);
+  double out = v;
+  if (printed.ec == std::errc{}) {
+    std::from_chars(buf, printed.ptr, out);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<double> exponential_buckets(double start, double factor, size_t count) {
   std::vector<double> b;
   double v = start;
   for (size_t i = 0; i < count; ++i) {
-    b.push_back(v);
+    b.push_back(decimal_bound(v));
     v *= factor;
   }
   return b;
@@ -204,7 +226,7 @@ std::vector<double> exponential_buckets(double start, double factor, size_t coun
 std::vector<double> linear_buckets(double start, double width, size_t count) {
   std::vector<double> b;
   for (size_t i = 0; i < count; ++i) {
-    b.push_back(start + width * static_cast<double>(i));
+    b.push_back(decimal_bound(start + width * static_cast<double>(i)));
   }
   return b;
 }

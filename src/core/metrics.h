@@ -161,9 +161,10 @@ using HistogramFamily = Family<Histogram, detail::HistogramCell>;
 
 // Default buckets for latencies in seconds (Prometheus client default).
 std::vector<double> default_buckets();
-// start, start*factor, ... (count bounds).
+// start, start*factor, ... (count bounds). Computed bounds are rounded to 15 significant digits,
+// so float noise never reaches a bound (0.1 + 2 * 0.1 gives 0.3, printed le="0.3").
 std::vector<double> exponential_buckets(double start, double factor, size_t count);
-// start, start+width, ... (count bounds).
+// start, start+width, ... (count bounds), rounded the same way.
 std::vector<double> linear_buckets(double start, double width, size_t count);
 
 // Owns families; renders them. Registering is a setup-time step: a name or label name that is not

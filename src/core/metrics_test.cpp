@@ -197,6 +197,19 @@ TEST(Metrics, BucketHelpers) {
   EXPECT_EQ(exponential_buckets(1, 2, 4), (std::vector<double>{1, 2, 4, 8}));
   EXPECT_EQ(linear_buckets(0.5, 0.5, 3), (std::vector<double>{0.5, 1.0, 1.5}));
   EXPECT_EQ(default_buckets().front(), 0.005);
+  // Computed bounds are the decimals meant, not float noise: they compare and print as such.
+  EXPECT_EQ(linear_buckets(0.1, 0.1, 10),
+            (std::vector<double>{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0}));
+  EXPECT_EQ(exponential_buckets(1e-6, 4, 10).back(), 0.262144);
+  {
+    Registry noisy;
+    Histogram h = noisy.histogram("cgn_ratio", "R.", {}, linear_buckets(0.1, 0.1, 10)).with({});
+    h.observe(0.3);  // exactly on the bound: inclusive
+    const std::string text = noisy.render();
+    EXPECT_THAT(text, HasSubstr("cgn_ratio_bucket{le=\"0.2\"} 0\ncgn_ratio_bucket{le=\"0.3\"} 1\n"));
+    EXPECT_THAT(text, HasSubstr("cgn_ratio_bucket{le=\"0.7\"} 1\n"));
+    EXPECT_EQ(text.find("0000000"), std::string::npos) << text;
+  }
   Registry reg;
   // An explicit +Inf bound is the implied one, not a second bucket.
   reg.histogram("cgn_inf", "I.", {}, {1, std::numeric_limits<double>::infinity()}).with({}).observe(5);

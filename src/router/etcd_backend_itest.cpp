@@ -52,10 +52,12 @@ class EtcdBackend : public ::testing::Test {
     ASSERT_TRUE(b_->wait_ready()) << b_->process().log();
   }
 
-  void start_gateway(const std::string& policy = "kv") {
+  void start_gateway(const std::string& policy = "kv",
+                     uint32_t max_staleness_ms = config::RoutingConfig{}.max_staleness_ms) {
     config::CognitoraConfig cfg;
     cfg.router.listen = "127.0.0.1:0";
     cfg.router.policy = policy;
+    cfg.router.routing.max_staleness_ms = max_staleness_ms;
     cfg.router.state_backend = "etcd";
     cfg.state.etcd.endpoints = {"http://" + etcd_.endpoint()};
     auto store = make_state_store(cfg, 1000ms);
@@ -143,6 +145,32 @@ TEST_F(EtcdBackend, NodesAppearAndVanishWithTheirKeysAndLease) {
   ASSERT_TRUE(wait_until([&] { return gateway_->known_nodes() == 2; }, 5s));
   EXPECT_EQ(metric(metrics(), "cgn_router_state_backend_up{backend=\"etcd\"}"), 1.0);
   EXPECT_GT(metric(metrics(), "cgn_router_state_events_total{backend=\"etcd\",kind=\"upsert\"}"), 0.0);
+}
+
+// Agents rewrite their record only when its content changes, and lease keep-alives make no watch
+// event: an idle node's record grows old while the node is alive. It stays in routing as long as
+// the record is there; the lease's expiry (a delete) is what takes it out.
+TEST_F(EtcdBackend, AnIdleClusterKeepsServingPastMaxStaleness) {
+  start_gateway("kv", 300);
+  auto lease = admin_->lease_grant(60);  // the agents' lease, alive for the whole test
+  ASSERT_TRUE(lease.ok()) << lease.error().message;
+  put("/cognitora/nodes/a", record_json("a", a_->port()), lease->id);
+  put("/cognitora/nodes/b", record_json("b", b_->port()), lease->id);
+  ASSERT_TRUE(wait_until([&] { return gateway_->healthy_nodes() == 2; }, 5s));
+  ASSERT_EQ(chat(chat_body("m", "before")).status, 200u);
+  // The condition under test is time passing with no traffic and no record change (twice
+  // max_staleness), not a wait for an event.
+  std::this_thread::sleep_for(700ms);
+  auto r = chat(chat_body("m", "after an idle spell"));
+  EXPECT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(gateway_->healthy_nodes(), 2u);
+  EXPECT_EQ(gateway_->stale_nodes(), 0u);
+  gateway_->refresh_cluster_metrics();
+  EXPECT_EQ(metric(metrics(), "cgn_cluster_node_up{node=\"a\"}"), 1.0);
+  EXPECT_EQ(metric(metrics(), "cgn_cluster_node_up{node=\"b\"}"), 1.0);
+  // The lease ending is what takes them out.
+  ASSERT_TRUE(admin_->lease_revoke(lease->id).ok());
+  ASSERT_TRUE(wait_until([&] { return gateway_->known_nodes() == 0; }, 5s));
 }
 
 TEST_F(EtcdBackend, LivePrefixesSteerRoutingAndTheirDeletionMovesIt) {

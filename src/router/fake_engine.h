@@ -68,6 +68,12 @@ class FakeEngine {
     rt.get("/v1/models", [this](http::Exchange& ex) { return list_models(ex); });
     rt.get("/health", [this](http::Exchange& ex) -> asio::awaitable<void> {
       health_checks.fetch_add(1);
+      // Re-read on every step, so clearing the knob ends a stall in progress.
+      for (int waited = 0; waited < health_stall_ms.load(); waited += 10) {
+        if (!co_await sleep_ms(10)) {
+          co_return;
+        }
+      }
       (void)co_await ex.respond(http::make_response(healthy.load() ? 200 : 503, "", "text/plain"));
     });
     rt.get("/metrics", http::metrics_handler([this] { return metrics_text(); }));
@@ -99,6 +105,7 @@ class FakeEngine {
   std::atomic<int> drop_after_events{-1};       // >= 0: close the connection after this many SSE events
   std::atomic<int> close_next{0};      // the next N generation requests: the connection closes, no answer
   std::atomic<int> stall_ms{0};        // wait this long before answering (cancellable)
+  std::atomic<int> health_stall_ms{0};  // GET /health answers only after this long, or once cleared
   std::atomic<int> tokens{4};          // tokens per generation
   std::atomic<int> token_delay_ms{0};  // between streamed tokens
   std::atomic<double> queue_depth{0};  // reported on /metrics

@@ -287,8 +287,10 @@ http::RouteTable Gateway::Handlers::routes() {
 asio::awaitable<void> Gateway::Handlers::health(Exchange& ex) {
   const size_t healthy = g_.healthy_nodes();
   const size_t known = g_.known_nodes();
-  nlohmann::json j = {
-      {"status", healthy > 0 ? "ok" : "degraded"}, {"nodes", known}, {"nodes_healthy", healthy}};
+  nlohmann::json j = {{"status", healthy > 0 ? "ok" : "degraded"},
+                      {"nodes", known},
+                      {"nodes_healthy", healthy},
+                      {"nodes_stale", g_.stale_nodes()}};
   (void)co_await ex.respond(http::make_response(200, j.dump()));
 }
 
@@ -651,8 +653,11 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
       res.version(11);
       res.body() = std::move(*body);
       res.prepare_payload();
-      (void)co_await ex.respond(std::move(res));
+      // The node is done once its whole answer is here: release its in-flight accounting before
+      // the client sees the answer, or the client's next request is routed as if this one still
+      // ran there (and a stale guess elsewhere can win over a confirmed prefix).
       close_ticket();
+      (void)co_await ex.respond(std::move(res));
       g_.metrics_.tokens(model, usage.prompt, usage.completion);
       g_.metrics_.request_done(model, ep_label, status, seconds_since(start));
       co_return;
@@ -890,6 +895,16 @@ Result<uint16_t, GatewayError> Gateway::start() {
     }
     metrics_port_ = *mport;
   }
+  // The index changes with every dispatch and every live prefix: its size is read at each scrape,
+  // not copied at mirror refreshes (which would show 0 until the first one after traffic).
+  metrics_.registry().add_collect_callback([this] {
+    size_t entries = 0;
+    {
+      std::lock_guard lock(core_mu_);
+      entries = core_.index().entries();
+    }
+    metrics_.index_entries(static_cast<double>(entries));
+  });
   refresh_cluster_metrics();
   maint_thread_ = std::thread([this] { maintenance_loop(); });
   if (!keys_.enabled()) {
@@ -992,9 +1007,31 @@ size_t Gateway::healthy_nodes() const {
   size_t n = 0;
   for (const auto& [name, info] : nodes_) {
     const auto* st = core_.node(info.index);
-    n += static_cast<size_t>(st != nullptr && st->health == routing::Health::kHealthy);
+    n += static_cast<size_t>(st != nullptr && st->health == routing::Health::kHealthy &&
+                             !core_.stale(info.index));
   }
   return n;
+}
+
+size_t Gateway::stale_nodes() const {
+  std::lock_guard lock(core_mu_);
+  size_t n = 0;
+  for (const auto& [name, info] : nodes_) {
+    n += static_cast<size_t>(core_.stale(info.index));
+  }
+  return n;
+}
+
+void Gateway::log_stale_nodes(const std::vector<NodeSnapshot>& snap) {
+  // Staleness comes with time, not with an event: it is noticed here, once per transition (the
+  // next update that brings the node back logs "node in routing" through on_node_event).
+  for (const auto& s : snap) {
+    if (s.stale) {
+      node_changes_.update(s.name, "stale", spdlog::level::warn,
+                           "node left routing (its polls have not answered for max_staleness)",
+                           log::kv("node", s.name));
+    }
+  }
 }
 
 size_t Gateway::known_nodes() const {
@@ -1011,7 +1048,6 @@ uint64_t Gateway::inflight(std::string_view node) const {
 void Gateway::refresh_cluster_metrics() {
   std::lock_guard refresh_lock(refresh_mu_);
   std::vector<NodeSnapshot> snap;
-  double entries = 0;
   {
     std::lock_guard lock(core_mu_);
     for (const auto& [name, info] : nodes_) {
@@ -1025,7 +1061,8 @@ void Gateway::refresh_cluster_metrics() {
       s.engine = st->engine;
       s.role = std::string(routing::to_string(st->role));
       s.gpu_name = st->gpu.name;
-      s.up = st->health == routing::Health::kHealthy;
+      s.stale = core_.stale(info.index);
+      s.up = st->health == routing::Health::kHealthy && !s.stale;
       s.queue_depth = st->queue_depth;
       s.running = st->running;
       s.kv_used_ratio = st->kv_used_ratio;
@@ -1034,15 +1071,15 @@ void Gateway::refresh_cluster_metrics() {
       s.cordoned = st->cordoned;
       snap.push_back(std::move(s));
     }
-    entries = static_cast<double>(core_.index().entries());
   }
+  log_stale_nodes(snap);
   double watts = 0;
   for (const auto& s : snap) {
-    watts += s.power_watts;
+    watts += s.power_watts.value_or(0);
   }
   const auto now = std::chrono::steady_clock::now();
   const double gen = metrics_.generation_tokens_total();
-  double tpw = 0;
+  std::optional<double> tpw;  // unknown until a node reports power
   if (last_refresh_ != std::chrono::steady_clock::time_point{} && watts > 0) {
     const double dt = std::chrono::duration<double>(now - last_refresh_).count();
     if (dt > 0) {
@@ -1051,7 +1088,6 @@ void Gateway::refresh_cluster_metrics() {
   }
   last_refresh_ = now;
   last_generation_tokens_ = gen;
-  metrics_.index_entries(entries);
   metrics_.refresh_cluster(snap, tpw);
 }
 

@@ -92,8 +92,10 @@ class Gateway {
   std::string render_metrics() { return metrics_.render(); }
   RouterMetrics& metrics() { return metrics_; }
 
-  // Introspection, for tests and /health.
+  // Introspection, for tests and /health. A stale node (polled, no answer for max_staleness) is
+  // not counted healthy.
   size_t healthy_nodes() const;
+  size_t stale_nodes() const;
   size_t known_nodes() const;
   uint64_t inflight(std::string_view node) const;
   uint16_t port() const { return port_; }
@@ -117,6 +119,7 @@ class Gateway {
   // Returns true when it handled `ev` (anything but kUpsert / kRemove).
   bool apply_state_event(const state::NodeEvent& ev);
   void maintenance_loop();
+  void log_stale_nodes(const std::vector<NodeSnapshot>& snap);
 
   GatewayOptions options_;
   SteadyClock clock_;

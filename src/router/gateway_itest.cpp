@@ -16,6 +16,7 @@
 #include "agent/agent_grpc.h"
 #include "agent/agent_proxy.h"
 #include "core/http/client.h"
+#include "router/etcd_testing.h"
 #include "router/fake_engine.h"
 #include "router/gateway.h"
 #include "state/static_store.h"
@@ -174,6 +175,8 @@ std::string random_text(std::mt19937_64& rng, size_t n) {
 struct ClusterOptions {
   int nodes = 2;
   std::chrono::milliseconds poll{50};
+  std::chrono::milliseconds poll_timeout{500};
+  std::chrono::milliseconds mirror_interval{5000};
   std::function<void(config::RouterConfig&)> tweak;
   ApiKeys keys;
   std::string dashboard_dir;
@@ -185,7 +188,7 @@ class Cluster {
   explicit Cluster(ClusterOptions o = {}) {
     state::StaticStoreOptions so;
     so.interval = o.poll;
-    so.poll_timeout = 500ms;
+    so.poll_timeout = o.poll_timeout;
     for (int i = 0; i < o.nodes; ++i) {
       std::string name = "n";
       name += std::to_string(i);
@@ -204,6 +207,7 @@ class Cluster {
     go.router.timeouts.idle_ms = 5000;
     go.threads = 2;
     go.dashboard_dir = o.dashboard_dir;
+    go.mirror_interval = o.mirror_interval;
     go.seed = 7;
     if (o.tweak) {
       o.tweak(go.router);
@@ -410,6 +414,18 @@ TEST(Gateway, ModelsIsTheUnionOfHealthyNodesAndHealthCountsNodes) {
 
 // ---------------------------------------------------------------------------------------------
 // Routing
+
+TEST(Gateway, ABufferedAnswerNoLongerCountsInFlightWhenTheClientHasIt) {
+  Cluster c({.nodes = 2});
+  Client cl(c.port());
+  std::mt19937_64 rng(12);
+  for (int i = 0; i < 30; ++i) {
+    const Reply r = cl.post("/v1/chat/completions", chat_body(random_text(rng, 600)));
+    ASSERT_EQ(r.status, 200u);
+    // The client's next request must not be routed as if this one still ran on its node.
+    ASSERT_EQ(c.gateway().inflight("n0") + c.gateway().inflight("n1"), 0u) << "request " << i;
+  }
+}
 
 TEST(Gateway, RequestsSharingALongPrefixGoToTheSameNode) {
   Cluster c({.nodes = 3});
@@ -752,6 +768,66 @@ TEST(Gateway, NoHealthyNodeIs503) {
   EXPECT_EQ(r.status, 503u);
   EXPECT_EQ(r.json()["error"]["code"], "no_healthy_node");
   EXPECT_EQ(cl.get("/health").json()["status"], "degraded");
+}
+
+// Liveness of polled (static) nodes: the polls refresh them, so an idle cluster keeps serving
+// however long no request comes; a node whose polls stop answering for max_staleness leaves
+// routing, and /health, cgn_cluster_node_up and the log say so.
+TEST(Gateway, AnIdleStaticClusterKeepsServingPastMaxStaleness) {
+  Cluster c({.nodes = 2, .tweak = [](config::RouterConfig& r) { r.routing.max_staleness_ms = 500; }});
+  Client cl(c.port());
+  ASSERT_EQ(cl.post("/v1/chat/completions", chat_body("before")).status, 200u);
+  // The condition under test is time passing with no traffic (twice max_staleness), not a wait
+  // for an event.
+  std::this_thread::sleep_for(1100ms);
+  const Reply r = cl.post("/v1/chat/completions", chat_body("after an idle spell"));
+  EXPECT_EQ(r.status, 200u) << r.body;
+  const Reply h = cl.get("/health");
+  EXPECT_EQ(h.json()["nodes_healthy"], 2);
+  EXPECT_EQ(h.json()["nodes_stale"], 0);
+}
+
+TEST(Gateway, ANodeWhosePollsStopAnsweringIsStaleUntilTheyAnswerAndSaysSo) {
+  cgn::testing::TempDir dir;
+  const std::string log_file = dir.file("router.log");
+  log::set_file_sink(log_file);
+  {
+    Cluster c({.nodes = 2, .poll_timeout = 20s, .tweak = [](config::RouterConfig& r) {
+                 r.routing.max_staleness_ms = 1000;
+               }});
+    Client cl(c.port());
+    c.engine("n0").health_stall_ms = 20000;  // polls of n0 hang, well past max_staleness
+    ASSERT_TRUE(cgn::testing::wait_until([&] { return c.gateway().stale_nodes() == 1; }, 10s));
+    const Reply h = cl.get("/health");
+    EXPECT_EQ(h.json()["nodes_stale"], 1);
+    EXPECT_EQ(h.json()["nodes_healthy"], 1);
+    std::mt19937_64 rng(11);
+    for (int i = 0; i < 6; ++i) {
+      const Reply r = cl.post("/v1/chat/completions", chat_body(random_text(rng, 1000)));
+      ASSERT_EQ(r.status, 200u);
+      EXPECT_EQ(r.header("X-CGN-Node"), "n1");
+    }
+    for (int i = 0; i < 3; ++i) {
+      c.gateway().refresh_cluster_metrics();
+    }
+    EXPECT_EQ(c.metric("cgn_cluster_node_up{node=\"n0\"}"), 0.0);
+    EXPECT_EQ(c.metric("cgn_cluster_node_up{node=\"n1\"}"), 1.0);
+    // The hung poll answers once the stall ends: n0 is back.
+    c.engine("n0").health_stall_ms = 0;
+    ASSERT_TRUE(cgn::testing::wait_until([&] { return c.gateway().stale_nodes() == 0; }, 30s));
+    ASSERT_TRUE(cgn::testing::wait_until([&] { return c.gateway().healthy_nodes() == 2; }, 10s));
+  }
+  log::set_stderr_sink();
+  const std::string text = cgn::testing::read_file(log_file);
+  auto count = [&](std::string_view what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count("node left routing (its polls have not answered for max_staleness) node=n0"), 1u) << text;
+  EXPECT_EQ(count("node in routing node=n0 state=up"), 2u) << text;  // first sight, and the return
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1165,6 +1241,45 @@ TEST(Gateway, MetricsCarryEveryFamilyOfTheDashboardListAndPassPromtool) {
       "promtool check metrics < " + dir.file("metrics.txt") + " > " + dir.file("out.txt") + " 2>&1";
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << cgn::testing::read_file(dir.file("out.txt"));
+}
+
+TEST(Gateway, PrefixIndexEntriesIsTheIndexSizeAtEveryScrape) {
+  // No mirror refresh comes between the traffic and the scrape: the gauge must not wait for one.
+  Cluster c({.nodes = 2, .mirror_interval = std::chrono::hours(1)});
+  Client cl(c.port());
+  size_t expected = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::string body = chat_body(etcdtest::long_prompt("index" + std::to_string(i), 6));
+    expected += etcdtest::body_digests(body).size();
+    for (int k = 0; k < 2; ++k) {  // the second request is a prefix hit on the first one's node
+      ASSERT_EQ(cl.post("/v1/chat/completions", body).status, 200u);
+    }
+  }
+  ASSERT_GE(expected, 18u);
+  const Reply m = cl.get("/metrics");
+  EXPECT_NE(m.body.find("\ncgn_router_prefix_index_entries " + std::to_string(expected) + "\n"),
+            std::string::npos)
+      << m.body;
+}
+
+// Power is never invented: nodes that report none (these fake engines) have no power series, and
+// the cluster total and tokens per watt have no sample, so the dashboard shows "no data", not 0 W.
+TEST(Gateway, UnknownPowerIsAbsentFromMetricsNotZero) {
+  Cluster c({.nodes = 2});
+  Client cl(c.port());
+  ASSERT_EQ(cl.post("/v1/chat/completions", chat_body("x")).status, 200u);
+  c.gateway().refresh_cluster_metrics();
+  c.gateway().refresh_cluster_metrics();
+  const Reply m = cl.get("/metrics");
+  ASSERT_EQ(m.status, 200u);
+  EXPECT_NE(m.body.find("cgn_cluster_node_up{node=\"n0\"} 1"), std::string::npos) << m.body;
+  for (const char* family : {"cgn_cluster_node_power_watts", "cgn_cluster_node_watt_limit",
+                             "cgn_cluster_power_watts_total", "cgn_cluster_tokens_per_watt"}) {
+    // The family stays listed (dashboards find it), with no sample.
+    EXPECT_NE(m.body.find(std::string("# TYPE ") + family + " "), std::string::npos) << family;
+    EXPECT_EQ(m.body.find(std::string("\n") + family + "{"), std::string::npos) << family << "\n" << m.body;
+    EXPECT_EQ(m.body.find(std::string("\n") + family + " "), std::string::npos) << family << "\n" << m.body;
+  }
 }
 
 TEST(Gateway, ServesTheDashboardFilesAndNothingElse) {

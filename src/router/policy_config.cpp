@@ -28,6 +28,7 @@ routing::RoutingPolicy policy_from_config(const config::RouterConfig& cfg) {
   p.guard.max_kv_used = g.max_kv_used;
   p.guard.spread_abs = g.spread_min_gap;
   p.guard.spread_rel = g.spread_ratio;
+  p.max_staleness = static_cast<Nanos>(cfg.routing.max_staleness_ms) * kNanosPerMilli;
   return p;
 }
 
@@ -61,6 +62,8 @@ std::string describe_policy_change(const routing::RoutingPolicy& a, const routin
   add("max_kv_used", a.guard.max_kv_used, b.guard.max_kv_used);
   add("spread_abs", a.guard.spread_abs, b.guard.spread_abs);
   add("spread_rel", a.guard.spread_rel, b.guard.spread_rel);
+  add("max_staleness_s", static_cast<double>(a.max_staleness) / kNanosPerSecond,
+      static_cast<double>(b.max_staleness) / kNanosPerSecond);
   return out;
 }
 

@@ -17,6 +17,7 @@ TEST(PolicyConfig, MapsMillisecondWeightsToTheCoreUnits) {
   cfg.routing.load_guard.spread_min_gap = 5;
   cfg.routing.load_guard.spread_ratio = 3;
   cfg.routing.index_ttl_s = 30;
+  cfg.routing.max_staleness_ms = 2500;
   const auto p = policy_from_config(cfg);
   EXPECT_EQ(p.kind, routing::PolicyKind::kLeastLoad);
   // 256 bytes / 4 bytes per token = 64 tokens per block in 4 ms = 16000 tokens/s.
@@ -28,6 +29,7 @@ TEST(PolicyConfig, MapsMillisecondWeightsToTheCoreUnits) {
   EXPECT_DOUBLE_EQ(p.temperature_s, 0.01);
   EXPECT_DOUBLE_EQ(p.guard.spread_abs, 5);
   EXPECT_DOUBLE_EQ(p.guard.spread_rel, 3);
+  EXPECT_EQ(p.max_staleness, 2500 * kNanosPerMilli);
   EXPECT_EQ(index_from_config(cfg).optimistic_ttl, 30 * kNanosPerSecond);
 }
 

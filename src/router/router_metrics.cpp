@@ -52,19 +52,17 @@ RouterMetrics::RouterMetrics()
                                       ttft_buckets())),
       node_info_(registry_.gauge("cgn_cluster_node_info", "One series per node and model (value 1).",
                                  {"node", "model", "engine", "role", "gpu_name"})),
-      node_up_(registry_.gauge("cgn_cluster_node_up", "1 when the node passes health checks.", {"node"})),
+      node_up_(registry_.gauge("cgn_cluster_node_up",
+                               "1 when the node passes health checks and its state is not stale.", {"node"})),
       node_queue_(registry_.gauge("cgn_cluster_node_queue_depth", "Requests waiting on the node.", {"node"})),
       node_running_(registry_.gauge("cgn_cluster_node_running", "Requests running on the node.", {"node"})),
       node_kv_(
           registry_.gauge("cgn_cluster_node_kv_used_ratio", "KV cache use of the node (0..1).", {"node"})),
       node_power_(registry_.gauge("cgn_cluster_node_power_watts", "Power draw of the node.", {"node"})),
       node_limit_(registry_.gauge("cgn_cluster_node_watt_limit", "Soft power limit of the node.", {"node"})),
-      node_cordoned_(registry_.gauge("cgn_cluster_node_cordoned", "1 when the node is cordoned.", {"node"})),
-      tokens_per_watt_(registry_.gauge("cgn_cluster_tokens_per_watt",
-                                       "Generated tokens per second per watt over the last mirror period.")) {
+      node_cordoned_(registry_.gauge("cgn_cluster_node_cordoned", "1 when the node is cordoned.", {"node"})) {
   // Series with no labels exist from the start, so every family shows in the first scrape.
   index_entries_.with({}).set(0);
-  tokens_per_watt_.with({}).set(0);
   (void)ttft_.with({});
   (void)decision_.with({});
   (void)overlap_.with({});
@@ -112,13 +110,14 @@ void RouterMetrics::pd_leg(std::string_view model, std::string_view leg, std::st
   pd_legs_.with({std::string(model), std::string(leg), std::string(outcome)}).inc();
 }
 
-void RouterMetrics::refresh_cluster(const std::vector<NodeSnapshot>& nodes, double tokens_per_watt) {
+void RouterMetrics::refresh_cluster(const std::vector<NodeSnapshot>& nodes,
+                                    std::optional<double> tokens_per_watt) {
   std::lock_guard lock(mirror_mu_);
   for (auto* f : {&node_info_, &node_up_, &node_queue_, &node_running_, &node_kv_, &node_power_, &node_limit_,
                   &node_cordoned_}) {
     f->clear();
   }
-  double power = 0;
+  std::optional<double> power;
   for (const auto& n : nodes) {
     for (const auto& m : n.models) {
       node_info_.with({n.name, m, n.engine, n.role, n.gpu_name}).set(1);
@@ -127,13 +126,17 @@ void RouterMetrics::refresh_cluster(const std::vector<NodeSnapshot>& nodes, doub
     node_queue_.with({n.name}).set(n.queue_depth);
     node_running_.with({n.name}).set(n.running);
     node_kv_.with({n.name}).set(n.kv_used_ratio);
-    node_power_.with({n.name}).set(n.power_watts);
-    node_limit_.with({n.name}).set(n.watt_limit);
+    if (n.power_watts) {
+      node_power_.with({n.name}).set(*n.power_watts);
+      power = power.value_or(0) + *n.power_watts;
+    }
+    if (n.watt_limit > 0) {
+      node_limit_.with({n.name}).set(n.watt_limit);
+    }
     node_cordoned_.with({n.name}).set(n.cordoned ? 1 : 0);
-    power += n.power_watts;
   }
   power_total_ = power;
-  tokens_per_watt_.with({}).set(tokens_per_watt);
+  tokens_per_watt_ = tokens_per_watt;
 }
 
 std::string RouterMetrics::render() {
@@ -143,7 +146,16 @@ std::string RouterMetrics::render() {
       "# HELP cgn_cluster_power_watts_total Sum of the power draw the nodes report (a gauge; untyped because "
       "of its _total name).\n";
   out += "# TYPE cgn_cluster_power_watts_total untyped\n";
-  out += "cgn_cluster_power_watts_total " + metrics::format_value(power_total_) + "\n";
+  if (power_total_) {
+    out += "cgn_cluster_power_watts_total " + metrics::format_value(*power_total_) + "\n";
+  }
+  out +=
+      "# HELP cgn_cluster_tokens_per_watt Generated tokens per second per watt over the last mirror "
+      "period.\n";
+  out += "# TYPE cgn_cluster_tokens_per_watt gauge\n";
+  if (tokens_per_watt_) {
+    out += "cgn_cluster_tokens_per_watt " + metrics::format_value(*tokens_per_watt_) + "\n";
+  }
   return out;
 }
 

@@ -7,11 +7,17 @@
 // untyped sample exactly like a gauge. core/metrics has no untyped family, so render() appends
 // that one family itself.
 //
+// Power is never invented: a node that reports none has no cgn_cluster_node_power_watts series,
+// and while no node reports any, cgn_cluster_power_watts_total and cgn_cluster_tokens_per_watt
+// have no sample (their families stay listed), so a dashboard shows "no data", not 0 W. A
+// label-less registry family always exports a sample, so render() appends these two itself.
+//
 // Thread-safety: every method is safe from any thread.
 #pragma once
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,12 +33,13 @@ struct NodeSnapshot {
   std::string engine;
   std::string role;
   std::string gpu_name;
-  bool up = false;
+  bool up = false;     // routable as far as health goes: healthy and not stale
+  bool stale = false;  // polled, and no update for max_staleness
   double queue_depth = 0;
   double running = 0;
   double kv_used_ratio = 0;
-  double power_watts = 0;
-  double watt_limit = 0;
+  std::optional<double> power_watts;  // nullopt: the node reports none
+  double watt_limit = 0;              // 0: none
   bool cordoned = false;
 };
 
@@ -58,8 +65,9 @@ class RouterMetrics {
   void pd_leg(std::string_view model, std::string_view leg, std::string_view outcome);
   void pd_handoff(double seconds) { pd_handoff_.with({}).observe(seconds); }
 
-  // Replaces the cluster mirror with `nodes`; tokens_per_watt is computed by the caller.
-  void refresh_cluster(const std::vector<NodeSnapshot>& nodes, double tokens_per_watt);
+  // Replaces the cluster mirror with `nodes`; tokens_per_watt is computed by the caller (nullopt:
+  // unknown, no sample).
+  void refresh_cluster(const std::vector<NodeSnapshot>& nodes, std::optional<double> tokens_per_watt);
   // Cumulative generation tokens over every model (for tokens_per_watt).
   double generation_tokens_total() const;
 
@@ -92,10 +100,10 @@ class RouterMetrics {
   metrics::GaugeFamily& node_power_;
   metrics::GaugeFamily& node_limit_;
   metrics::GaugeFamily& node_cordoned_;
-  metrics::GaugeFamily& tokens_per_watt_;
 
-  mutable std::mutex mirror_mu_;  // refresh_cluster vs render: a scrape never sees half a mirror
-  double power_total_ = 0;
+  mutable std::mutex mirror_mu_;           // refresh_cluster vs render: a scrape never sees half a mirror
+  std::optional<double> power_total_;      // nullopt: no node reports power
+  std::optional<double> tokens_per_watt_;  // nullopt: unknown
   std::atomic<double> generation_sum_{0};
 };
 

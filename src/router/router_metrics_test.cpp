@@ -5,7 +5,7 @@
 namespace cgn::router {
 namespace {
 
-NodeSnapshot node(std::string name, double watts) {
+NodeSnapshot node(std::string name, std::optional<double> watts) {
   NodeSnapshot n;
   n.name = std::move(name);
   n.models = {"m"};
@@ -28,6 +28,25 @@ TEST(RouterMetrics, ClusterPowerTotalIsUntypedAndSumsTheNodes) {
       text.find(
           "cgn_cluster_node_info{node=\"a\",model=\"m\",engine=\"vllm\",role=\"both\",gpu_name=\"\"} 1"),
       std::string::npos);
+}
+
+TEST(RouterMetrics, UnknownPowerHasNoSampleAndOnlyKnownPowerIsSummed) {
+  RouterMetrics m;
+  m.refresh_cluster({node("a", std::nullopt), node("b", std::nullopt)}, std::nullopt);
+  std::string text = m.render();
+  EXPECT_NE(text.find("# TYPE cgn_cluster_power_watts_total untyped\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\ncgn_cluster_power_watts_total "), std::string::npos) << text;
+  EXPECT_EQ(text.find("\ncgn_cluster_node_power_watts{"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\ncgn_cluster_node_watt_limit{"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\ncgn_cluster_tokens_per_watt "), std::string::npos) << text;
+  EXPECT_NE(text.find("cgn_cluster_node_up{node=\"a\"} 1\n"), std::string::npos) << text;
+  // One node reports: its series and the total appear; the other node still has none.
+  m.refresh_cluster({node("a", 120.5), node("b", std::nullopt)}, 0.25);
+  text = m.render();
+  EXPECT_NE(text.find("cgn_cluster_node_power_watts{node=\"a\"} 120.5\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("cgn_cluster_node_power_watts{node=\"b\"}"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ncgn_cluster_power_watts_total 120.5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ncgn_cluster_tokens_per_watt 0.25\n"), std::string::npos) << text;
 }
 
 TEST(RouterMetrics, AMirrorRefreshDropsNodesThatLeft) {

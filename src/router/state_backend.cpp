@@ -11,6 +11,15 @@ Result<std::unique_ptr<state::StateStore>, GatewayError> make_state_store(
     const config::CognitoraConfig& cfg, std::chrono::milliseconds poll_interval) {
   const std::string& backend = cfg.router.state_backend;
   if (backend == "static") {
+    // A polled node's state is up to one poll period old between polls: a shorter bound would
+    // take every node out of routing between two polls.
+    const uint32_t stale_ms = cfg.router.routing.max_staleness_ms;
+    if (stale_ms != 0 && std::chrono::milliseconds(stale_ms) <= poll_interval) {
+      return make_error(GatewayError::kConfig,
+                        "[router.routing] max_staleness_ms = " + std::to_string(stale_ms) +
+                            " must exceed the poll period (" + std::to_string(poll_interval.count()) +
+                            " ms: [router.timeouts] health_interval_ms or --poll-interval-ms), or be 0");
+    }
     return make_static_store(cfg.router, poll_interval,
                              agent::GrpcSecurity{auth::ClusterToken(cfg.cluster.tokens), cfg.tls});
   }
@@ -88,9 +97,6 @@ bool Gateway::apply_state_event(const state::NodeEvent& ev) {
       if (!ev.confirmed.empty()) {
         core_.confirm_prefixes(idx, ev.confirmed);
       }
-      // cgn_router_prefix_index_entries follows live prefixes promptly, not only every
-      // mirror_interval (the refresh is coalesced: one per wake of the maintenance thread).
-      request_mirror_refresh();
       return true;
     }
     case state::NodeEvent::Kind::kPolicy: {

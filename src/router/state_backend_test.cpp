@@ -62,5 +62,28 @@ TEST(StateBackendOptions, StaticStaysTheDefault) {
   EXPECT_EQ((*store)->backend(), "static");
 }
 
+TEST(StateBackendOptions, StaticMaxStalenessMustExceedThePollPeriod) {
+  cgn::testing::TempDir dir;
+  cgn::testing::write_file(dir.file("r.toml"), R"([router.timeouts]
+health_interval_ms = 2000
+[router.routing]
+max_staleness_ms = 1500
+)");
+  const std::string r = dir.file("r.toml");
+  auto s = parse({"--config", r.c_str(), "--node", "http://127.0.0.1:8001"});
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  auto store = make_state_store(s->config, s->poll_interval);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.error().message.find("max_staleness_ms = 1500 must exceed the poll period (2000 ms"),
+            std::string::npos)
+      << store.error().message;
+  // A faster poll makes it valid; 0 turns the rule off.
+  auto fast = parse({"--config", r.c_str(), "--node", "http://127.0.0.1:8001", "--poll-interval-ms", "500"});
+  ASSERT_TRUE(fast.ok());
+  EXPECT_TRUE(make_state_store(fast->config, fast->poll_interval).ok());
+  s->config.router.routing.max_staleness_ms = 0;
+  EXPECT_TRUE(make_state_store(s->config, s->poll_interval).ok());
+}
+
 }  // namespace
 }  // namespace cgn::router

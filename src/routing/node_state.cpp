@@ -35,6 +35,16 @@ std::string_view to_string(UpdateSource s) {
   return "static";
 }
 
+std::string_view to_string(Liveness l) {
+  switch (l) {
+    case Liveness::kPolled:
+      return "polled";
+    case Liveness::kMembership:
+      return "membership";
+  }
+  return "polled";
+}
+
 std::string_view to_string(Tier t) {
   switch (t) {
     case Tier::kEngine:
@@ -126,7 +136,8 @@ bool apply_update(NodeState& s, const NodeUpdate& u, UpdateSource source, Nanos 
     s.kv_epoch = *u.kv_epoch;
   }
   if (u.power_watts) {
-    s.power_watts = non_negative(*u.power_watts);
+    // A reading that is not a number or below zero is no reading.
+    s.power_watts = std::isfinite(*u.power_watts) && *u.power_watts >= 0 ? u.power_watts : std::nullopt;
   }
   if (u.watt_limit_watts) {
     s.watt_limit_watts = non_negative(*u.watt_limit_watts);
@@ -136,6 +147,9 @@ bool apply_update(NodeState& s, const NodeUpdate& u, UpdateSource source, Nanos 
   }
   if (u.prefill_tokens_per_s) {
     s.prefill_tokens_per_s = non_negative(*u.prefill_tokens_per_s);
+  }
+  if (u.liveness) {
+    s.liveness = *u.liveness;
   }
   s.refreshed_at = now;
   s.last_source = source;

@@ -18,8 +18,19 @@ enum class Health : uint8_t { kUnknown = 0, kHealthy = 1, kUnhealthy = 2 };
 // Where an update came from; kept with the node for debugging and for staleness rules.
 enum class UpdateSource : uint8_t { kScrape, kAgentHealth, kEtcd, kGossip, kStatic, kOperator };
 
+// How the router knows that a node is alive.
+//   kPolled:     the router's own checks refresh the node's state on a period (the static
+//                backend's polls); state older than RoutingPolicy::max_staleness means the checks
+//                stopped answering, and the node leaves routing until they answer again.
+//   kMembership: the backend that announced the node removes it when it dies (etcd: the record's
+//                lease expires; gossip: the failure detector declares the member dead). Its record
+//                is rewritten only when its content changes, so its age says nothing about
+//                liveness and max_staleness does not apply.
+enum class Liveness : uint8_t { kPolled, kMembership };
+
 std::string_view to_string(Health h);
 std::string_view to_string(UpdateSource s);
+std::string_view to_string(Liveness l);
 
 // GPU identity as the agent publishes it. A node with no identity (all empty) is never
 // filtered by capability rules: we do not know what it has.
@@ -52,8 +63,9 @@ struct NodeState {
   // the index believes about the node is void when it changes.
   uint64_t kv_epoch = 0;
 
-  // Power; 0 = no data. watt_limit is the node's soft limit.
-  double power_watts = 0;
+  // Power draw; nullopt until the node reports one (never invented). watt_limit is the node's
+  // soft limit; 0 = none.
+  std::optional<double> power_watts;
   double watt_limit_watts = 0;
 
   GpuIdentity gpu;
@@ -62,6 +74,7 @@ struct NodeState {
 
   Nanos refreshed_at = 0;  // clock time of the last update from any source
   UpdateSource last_source = UpdateSource::kStatic;
+  Liveness liveness = Liveness::kPolled;
 
   bool serves(std::string_view model) const {
     for (const auto& m : models) {
@@ -92,6 +105,7 @@ struct NodeUpdate {
   std::optional<double> watt_limit_watts;
   std::optional<GpuIdentity> gpu;
   std::optional<double> prefill_tokens_per_s;
+  std::optional<Liveness> liveness;
 };
 
 // Applies `u` to `s` (clamping ratios to [0, 1] and counts to >= 0). Returns true when the

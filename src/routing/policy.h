@@ -72,7 +72,8 @@ struct RoutingPolicy {
   // kv policy only: 0 = always the lowest estimate (random among exact ties); > 0 = softmax
   // sampling of the first choice, p ~ exp(-(ttft - best) / temperature_s).
   double temperature_s = 0;
-  // Nodes whose state was not refreshed for this long are treated as unhealthy (0 = never).
+  // Polled nodes (Liveness::kPolled) whose state was not refreshed for this long are treated as
+  // unhealthy (0 = never). Nodes a backend removes when they die (kMembership) never go stale.
   Nanos max_staleness = 30 * kNanosPerSecond;
   // Estimates that differ by less than this are ties (broken at random).
   double tie_epsilon_s = 1e-6;

@@ -282,11 +282,13 @@ void OverlapScratch::reset(size_t nodes) {
   for (NodeIndex n : touched_) {
     run_[n] = 0;
     credit_[n] = 0.0F;
+    guessed_[n] = 0;
   }
   touched_.clear();
   if (run_.size() < nodes) {
     run_.resize(nodes, 0);
     credit_.resize(nodes, 0.0F);
+    guessed_.resize(nodes, 0);
   }
 }
 
@@ -505,6 +507,7 @@ void PrefixIndex::match(std::span<const Digest> digests, const TierCredit& credi
       }
       out.run_[h.node] = pos_i + 1;
       out.credit_[h.node] += credit.of(h.tier, h.state);
+      out.guessed_[h.node] += h.state == EntryState::kOptimistic ? 1 : 0;
       advanced = true;
     }
     if (!advanced) {

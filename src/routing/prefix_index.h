@@ -54,11 +54,13 @@ struct TierCredit {
 
 // Per-request overlap result, reused across lookups so the hot path does not allocate.
 // After match(): for every node n in touched(), run(n) is the number of leading request
-// digests n holds and credit(n) their credited sum; every other node has 0.
+// digests n holds, credit(n) their credited sum and guessed(n) how many of them are optimistic
+// (not confirmed by the node); every other node has 0.
 class OverlapScratch {
  public:
   uint32_t run(NodeIndex n) const { return n < run_.size() ? run_[n] : 0; }
   float credit(NodeIndex n) const { return n < credit_.size() ? credit_[n] : 0.0F; }
+  uint32_t guessed(NodeIndex n) const { return n < guessed_.size() ? guessed_[n] : 0; }
   const std::vector<NodeIndex>& touched() const { return touched_; }
 
  private:
@@ -66,6 +68,7 @@ class OverlapScratch {
   void reset(size_t nodes);
   std::vector<uint32_t> run_;
   std::vector<float> credit_;
+  std::vector<uint32_t> guessed_;
   std::vector<NodeIndex> touched_;
 };
 

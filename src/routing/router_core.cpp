@@ -140,8 +140,8 @@ double RoutingCore::estimate(const Slot& s, uint64_t prompt_tokens, float credit
     kv = w.kv_pressure_seconds * (n.kv_used_ratio - w.kv_knee) / (1.0 - w.kv_knee);
   }
   double power = 0;
-  if (n.watt_limit_watts > 0 && n.power_watts > n.watt_limit_watts) {
-    power = w.watt_penalty_seconds * (n.power_watts - n.watt_limit_watts) / n.watt_limit_watts;
+  if (n.watt_limit_watts > 0 && n.power_watts.value_or(0) > n.watt_limit_watts) {
+    power = w.watt_penalty_seconds * (*n.power_watts - n.watt_limit_watts) / n.watt_limit_watts;
   }
   if (prefill_s != nullptr) {
     *prefill_s = prefill;
@@ -162,6 +162,15 @@ NodeIndex RoutingCore::find_node(std::string_view id) const {
 
 const NodeState* RoutingCore::node(NodeIndex n) const {
   return n < slots_.size() && slots_[n].live ? &slots_[n].state : nullptr;
+}
+
+bool RoutingCore::stale_at(const NodeState& s, Nanos now) const {
+  return s.liveness == Liveness::kPolled && policy_.max_staleness > 0 &&
+         now - s.refreshed_at > policy_.max_staleness;
+}
+
+bool RoutingCore::stale(NodeIndex n) const {
+  return n < slots_.size() && slots_[n].live && stale_at(slots_[n].state, clock_.now());
 }
 
 uint64_t RoutingCore::inflight_requests(NodeIndex n) const {
@@ -283,8 +292,7 @@ Status<RouteError> RoutingCore::decide_into(const RouteRequest& request, Decisio
       continue;
     }
     ++cap_ok;
-    const bool stale = policy_.max_staleness > 0 && now - s.state.refreshed_at > policy_.max_staleness;
-    if (s.state.health != Health::kHealthy || stale) {
+    if (s.state.health != Health::kHealthy || stale_at(s.state, now)) {
       continue;
     }
     ++healthy;
@@ -347,6 +355,7 @@ Status<RouteError> RoutingCore::decide_into(const RouteRequest& request, Decisio
     Candidate c;
     c.node = n;
     c.overlap_blocks = overlap_.run(n);
+    c.guessed_blocks = overlap_.guessed(n);
     c.credited_blocks = overlap_.credit(n);
     double prefill = 0;
     c.ttft_s = estimate(s, tokens, c.credited_blocks, &prefill);
@@ -382,30 +391,36 @@ void RoutingCore::rank(const RouteRequest& request, Decision& out) {
   };
   switch (kind) {
     case PolicyKind::kKv:
-      // Equal estimates (typically a new prefix on idle nodes) go to the node holding the fewest
-      // index entries, so new tenants spread over the fleet's KV instead of piling where the dice
-      // fell (SGLang's cache-aware router sends low-match requests to the smallest tree the same
-      // way); random among nodes holding equally many.
+      // Equal estimates go first to the node whose overlap rests on fewer guesses: a node that
+      // confirmed the prefix (live KV prefixes) outranks one the router only sent it to. Without
+      // this, a request dispatched between a node's withdrawal of a prefix and another node's
+      // confirmation of it re-records a guess on the first node that ties the confirmation, and
+      // every request it wins refreshes the guess, so routing never follows the prefix.
+      // Then (typically a new prefix on idle nodes) to the node holding the fewest index entries,
+      // so new tenants spread over the fleet's KV instead of piling where the dice fell (SGLang's
+      // cache-aware router sends low-match requests to the smallest tree the same way); random
+      // among nodes holding equally many.
       for (uint32_t i = 0; i < n; ++i) {
         const uint64_t held = std::min<uint64_t>(index_.node_entries(c[i].node), (uint64_t{1} << 39) - 1);
-        items.push_back(SortItem{bucket(c[i].cost), (held << 24) | (rng_.next() >> 40), i});
+        items.push_back(
+            SortItem{bucket(c[i].cost), c[i].guessed_blocks, (held << 24) | (rng_.next() >> 40), i});
       }
       break;
     case PolicyKind::kLeastLoad:
       for (uint32_t i = 0; i < n; ++i) {
-        items.push_back(SortItem{bucket(c[i].load), rng_.next(), i});
+        items.push_back(SortItem{bucket(c[i].load), 0, rng_.next(), i});
       }
       break;
     case PolicyKind::kRandom:
       for (uint32_t i = 0; i < n; ++i) {
-        items.push_back(SortItem{0, rng_.next(), i});
+        items.push_back(SortItem{0, 0, rng_.next(), i});
       }
       break;
     case PolicyKind::kRoundRobin: {
       // Candidates are in node-index order; start at the counter and go round.
       const uint64_t start = rr_counter_++ % n;
       for (uint32_t i = 0; i < n; ++i) {
-        items.push_back(SortItem{static_cast<int64_t>((i + n - start) % n), 0, i});
+        items.push_back(SortItem{static_cast<int64_t>((i + n - start) % n), 0, 0, i});
       }
       break;
     }
@@ -415,7 +430,7 @@ void RoutingCore::rank(const RouteRequest& request, Decision& out) {
       const uint64_t key = stable_hash(request.session_key);
       for (uint32_t i = 0; i < n; ++i) {
         const uint64_t w = mix64(key ^ slots_[c[i].node].id_hash);
-        items.push_back(SortItem{0, ~w, i});
+        items.push_back(SortItem{0, 0, ~w, i});
       }
       break;
     }

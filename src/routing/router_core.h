@@ -61,6 +61,7 @@ struct Candidate {
   double ttft_s = 0;            // the estimate (DESIGN.md §5), for every policy
   double cost = 0;              // what the kv policy ranks by: ttft_s + (uncached_weight - 1) * prefill
   uint32_t overlap_blocks = 0;  // leading digests the node holds
+  uint32_t guessed_blocks = 0;  // of those, optimistic entries the node has not confirmed
   float credited_blocks = 0;    // overlap after tier / optimistic credit
   double load = 0;              // load(n) as the load guard sees it
 };
@@ -111,6 +112,9 @@ class RoutingCore {
   const NodeState* node(NodeIndex n) const;
   const NodeState* node(std::string_view id) const { return node(find_node(id)); }
   size_t node_count() const { return live_nodes_; }
+  // True when node n is polled (Liveness::kPolled) and its state is older than the policy's
+  // max_staleness: it is not routed to until its next update.
+  bool stale(NodeIndex n) const;
   uint64_t inflight_requests(NodeIndex n) const;
   uint64_t inflight_prefill_tokens(NodeIndex n) const;
 
@@ -146,6 +150,7 @@ class RoutingCore {
     uint64_t inflight_prefills = 0;  // dispatched requests still before their first token
   };
 
+  bool stale_at(const NodeState& s, Nanos now) const;
   uint32_t tokens_per_block() const;
   uint64_t prompt_tokens(const RouteRequest& r) const;
   double load_of(const Slot& s) const;
@@ -167,10 +172,17 @@ class RoutingCore {
   uint64_t rr_counter_ = 0;
   struct SortItem {
     int64_t primary;
+    uint64_t secondary;  // kv: guessed blocks (a confirmation outranks a guess); else 0
     uint64_t tie;
     uint32_t i;
     bool operator<(const SortItem& o) const {
-      return primary != o.primary ? primary < o.primary : (tie != o.tie ? tie < o.tie : i < o.i);
+      if (primary != o.primary) {
+        return primary < o.primary;
+      }
+      if (secondary != o.secondary) {
+        return secondary < o.secondary;
+      }
+      return tie != o.tie ? tie < o.tie : i < o.i;
     }
   };
 

@@ -130,6 +130,40 @@ TEST(RoutingCore, NamesWhyNoNodeIsEligible) {
   }
 }
 
+// Liveness: a polled node whose state is older than max_staleness leaves routing until its next
+// update; a node its backend removes when it dies (etcd lease, gossip failure detector) is alive
+// however long its record goes unchanged.
+TEST(RoutingCore, OnlyPolledNodesGoStaleAndMembershipNodesStayRoutable) {
+  RoutingPolicy p;
+  p.max_staleness = 2 * kSec;
+  Fleet f(p);
+  const NodeIndex polled = f.add("polled");
+  NodeUpdate member = update_of({});
+  member.liveness = Liveness::kMembership;
+  const NodeIndex leased = f.core.upsert_node("leased", member, UpdateSource::kEtcd);
+  const auto d = digests(5, 4);
+  f.clock.advance(5 * kSec);
+  EXPECT_TRUE(f.core.stale(polled));
+  EXPECT_FALSE(f.core.stale(leased));
+  for (int i = 0; i < 8; ++i) {
+    auto res = f.core.decide(request_for(d));
+    ASSERT_TRUE(res.ok()) << res.error().message;
+    ASSERT_EQ(res->ranked.size(), 1u);
+    EXPECT_EQ(res->ranked.front().node, leased);
+  }
+  // The next update of the polled node brings it back; max_staleness 0 turns the rule off.
+  (void)f.core.upsert_node("polled", NodeUpdate{}, UpdateSource::kScrape);
+  EXPECT_FALSE(f.core.stale(polled));
+  f.clock.advance(5 * kSec);
+  EXPECT_TRUE(f.core.stale(polled));
+  p.max_staleness = 0;
+  f.core.set_policy(p);
+  EXPECT_FALSE(f.core.stale(polled));
+  auto res = f.core.decide(request_for(d));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->ranked.size(), 2u);
+}
+
 TEST(RoutingCore, NodesWithoutGpuIdentityAreNeverCapabilityFiltered) {
   Fleet f;
   f.add("unknown-gpu");
@@ -430,6 +464,46 @@ TEST(RoutingCore, EqualEstimatesGoToTheNodeHoldingTheLeastCache) {
     ASSERT_EQ(tenants.size(), 3u) << "seed " << seed;
     for (const auto& [n, k] : tenants) {
       EXPECT_LE(k, 2) << "seed " << seed;
+    }
+  }
+}
+
+// The race behind a live prefix that stopped steering: node a withdraws prompt 0, a request for
+// it is dispatched before node b's confirmation arrives (a wins the empty tie: it holds less),
+// so a guess for prompt 0 is recorded on a. Once b confirms, a's guess and b's confirmation
+// estimate the same; the confirmation must win, every time, or each request a wins refreshes
+// its guess and routing never follows the prefix.
+TEST(RoutingCore, AConfirmedPrefixOutranksAGuessRecordedBeforeTheConfirmation) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    Fleet f(RoutingPolicy{}, seed);
+    const NodeIndex a = f.add("a");
+    const NodeIndex b = f.add("b");
+    const auto p0 = digests(700, 8);
+    f.core.confirm_prefixes(a, p0);
+    f.core.confirm_prefixes(a, digests(702, 8));
+    f.core.confirm_prefixes(b, digests(701, 8));
+    f.core.confirm_prefixes(b, digests(703, 8));
+    const RouteRequest r = request_for(p0);
+
+    f.core.remove_prefixes(a, p0);  // a evicted prompt 0 ...
+    auto between = f.core.decide(r);
+    ASSERT_TRUE(between.ok());
+    ASSERT_EQ(between->ranked[0].node, a) << "seed " << seed;  // the emptier node wins the tie
+    auto ticket = f.core.record_dispatch(a, r);
+    f.core.record_completion(ticket);
+    f.core.confirm_prefixes(b, p0);  // ... and b now holds it
+
+    for (int i = 0; i < 10; ++i) {
+      f.clock.advance(kSec);
+      auto res = f.core.decide(r);
+      ASSERT_TRUE(res.ok());
+      ASSERT_EQ(res->ranked.size(), 2u);
+      EXPECT_DOUBLE_EQ(res->ranked[0].cost, res->ranked[1].cost);
+      ASSERT_EQ(res->ranked[0].node, b) << "seed " << seed << " request " << i;
+      EXPECT_EQ(res->ranked[0].guessed_blocks, 0u);
+      EXPECT_EQ(res->ranked[1].guessed_blocks, 8u);
+      auto t = f.core.record_dispatch(b, r);
+      f.core.record_completion(t);
     }
   }
 }

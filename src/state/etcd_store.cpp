@@ -92,6 +92,9 @@ void EtcdStateView::emit_upsert(const std::string& id, const Node& n) {
   ev.endpoint = n.endpoint;
   ev.update = agent::to_node_update(n.record);
   ev.update.cordoned = is_cordoned(id);
+  // Alive while its record is: the record sits on the agent's lease, whose keep-alives make no
+  // watch event, and the lease's expiry deletes it (kRemove). Its age says nothing.
+  ev.update.liveness = routing::Liveness::kMembership;
   ev.source = routing::UpdateSource::kEtcd;
   sink_(ev);
 }

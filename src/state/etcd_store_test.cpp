@@ -61,6 +61,8 @@ TEST_F(Fixture, NodeRecordBecomesAnUpsertWithTheRecordsEndpointAndDeleteARemove)
   EXPECT_EQ(ev[0].update.cordoned, false);
   EXPECT_EQ(ev[0].update.kv_epoch, 1u);
   EXPECT_NEAR(*ev[0].update.kv_used_ratio, 0.6, 1e-9);
+  // Alive while its record (on the agent's lease) is, however long it goes unchanged.
+  EXPECT_EQ(ev[0].update.liveness, routing::Liveness::kMembership);
   EXPECT_EQ(view.nodes(), 1u);
 
   view.del("/cognitora/nodes/gpu-1", 6);

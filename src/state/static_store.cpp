@@ -152,6 +152,8 @@ Status<StateError> StaticStore::start(NodeSink sink) {
     ev.update.address = n.spec.url;
     ev.update.role = n.spec.role;
     ev.update.engine = n.kind ? std::string(routing::to_string(*n.kind)) : n.spec.engine;
+    // Alive while this store's polls answer (RoutingPolicy::max_staleness).
+    ev.update.liveness = routing::Liveness::kPolled;
     if (!n.spec.models.empty()) {
       ev.update.models = n.spec.models;
     }

@@ -273,6 +273,26 @@ TEST_F(GossipE2e, RouterDiscoversTheAgentsAndRoutesToThem) {
   EXPECT_GT(metric(page, "cgn_gossip_packets_total{direction=\"in\"}").value_or(0), 0.0) << page;
 }
 
+// Agents gossip a new record version only when its content changes: an idle node's record grows
+// old while the node is alive. The failure detector, not the record's age, decides.
+TEST_F(GossipE2e, AnIdleClusterKeepsServingPastMaxStaleness) {
+  ASSERT_NO_FATAL_FAILURE(start_loopback("[router.routing]\nmax_staleness_ms = 1000\n"));
+  for (int i = 0; i < 3; ++i) {
+    auto r = chat(chat_body("m", long_prompt("before" + std::to_string(i))));
+    ASSERT_EQ(r.status, 200u) << r.body;
+  }
+  // The condition under test is time passing with no traffic (over twice max_staleness, and a
+  // reconcile pass), not a wait for an event.
+  std::this_thread::sleep_for(3s);
+  for (int i = 0; i < 3; ++i) {
+    auto r = chat(chat_body("m", long_prompt("after an idle spell" + std::to_string(i))));
+    EXPECT_EQ(r.status, 200u) << r.body << router_->log();
+  }
+  auto health = http_call(router_port_, "GET", "/health", "", 5s);
+  EXPECT_NE(health.body.find("\"nodes_stale\":0"), std::string::npos) << health.body;
+  EXPECT_NE(health.body.find("\"nodes_healthy\":3"), std::string::npos) << health.body;
+}
+
 TEST_F(GossipE2e, SigkilledAgentLeavesRoutingWithinTheDocumentedBound) {
   ASSERT_NO_FATAL_FAILURE(start_loopback());
   const double deaths0 = counter("cgn_gossip_member_deaths_total");

@@ -141,6 +141,8 @@ std::vector<state::NodeEvent> reconcile(const std::vector<MemberView>& members,
     ev.id = m.name;
     ev.source = routing::UpdateSource::kGossip;
     ev.update = agent::to_node_update(*parsed);
+    // Alive while the failure detector says so: an unchanged record is not a silent node.
+    ev.update.liveness = routing::Liveness::kMembership;
     // The record's address; a wildcard host ("0.0.0.0:9090") means "where my packets come from".
     std::string host;
     uint16_t port = 0;

@@ -475,6 +475,8 @@ TEST(GossipStoreReconcile, records_become_upserts_and_departures_removes) {
   EXPECT_EQ(ev[0].endpoint.host, "10.1.2.3");  // the wildcard host replaced by the member's address
   EXPECT_EQ(ev[0].endpoint.port, 9090);
   EXPECT_EQ(ev[0].update.health, routing::Health::kHealthy);
+  // Alive while the failure detector says so, not while its record keeps changing.
+  EXPECT_EQ(ev[0].update.liveness, routing::Liveness::kMembership);
   EXPECT_TRUE(reconcile({gpu, router}, known).empty());  // unchanged: nothing
   gpu.live = false;
   ev = reconcile({gpu, router}, known);
