@@ -14,7 +14,7 @@ export CCACHE_MAXSIZE ?= 5G
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all bootstrap configure build test test-release test-asan test-browser test-node test-unit run fuzz bench bench-report format tidy clean
+.PHONY: all bootstrap configure build test test-release test-standalone test-asan test-browser test-node test-unit run fuzz bench bench-report format tidy clean
 
 all: build
 
@@ -29,12 +29,19 @@ configure: bootstrap $(BUILD)/build.ninja
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Release build, every label; the official openai npm client through the router;
+# Release build, every label; the checkout standing alone (no outside references, the unit
+# label with the parent folder hidden); the official openai npm client through the router;
 # the unit label under AddressSanitizer/UBSan; the dashboard in headless Chromium.
-test: test-release test-node test-asan test-browser
+test: test-release test-standalone test-node test-asan test-browser
 
 test-release: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900
+
+# Nothing tracked refers outside the repo; the already-built unit label passes with the
+# checkout's parent folder hidden behind an empty tmpfs (scripts/test-standalone.sh).
+test-standalone: build
+	scripts/check-standalone.sh
+	scripts/test-standalone.sh $(BUILD) '^unit$$'
 
 test-asan: bootstrap
 	@test -f $(ASAN_BUILD)/build.ninja || cmake -S . -B $(ASAN_BUILD) $(CMAKE_GEN) \
@@ -71,7 +78,7 @@ fuzz:
 bench: build
 	@scripts/bench.sh $(BUILD)
 
-# The performance report of issue #8: bench/results/<date>/report.md with its plots (gnuplot).
+# The performance report: bench/results/<date>/report.md with its plots (gnuplot).
 bench-report: configure
 	@scripts/bootstrap.sh --bench
 	@scripts/bench-report.sh $(BUILD)

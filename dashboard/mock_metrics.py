@@ -2,7 +2,7 @@
 """Simulated Cognitora router /metrics for the fleet dashboard (Python standard library only).
 
 Serves a moving, plausible picture of a mixed GPU fleet under the metric names a real router
-emits (dashboard/metric_names.txt, from DESIGN.md section 10), and nothing else: the browser tests
+emits (dashboard/metric_names.txt, from docs/design/principles.md), and nothing else: the browser tests
 check every family and label set against that file. /metrics answers CORS like the router
 (Access-Control-Allow-Origin: * and an OPTIONS preflight), so the dashboard opened from disk can
 scrape it. The dashboard itself is served at /dashboard/ as the router does.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Agent benchmarks of issue #6 (method: bench/agent/README.md):
+# Agent benchmarks (method: bench/agent/README.md):
 #   1. data-path overhead: router -> agent -> simulator against router -> simulator, interleaved
 #      in one run, buffered and streamed chat; p50/p99 added latency (target <= 100 us at p50);
 #   2. etcd load: NODES publishers against a real etcd at RPS requests/s each; txns and keys
@@ -20,7 +20,7 @@ host="$(nproc) cores, $(uname -m), load average $(cut -d' ' -f1-3 /proc/loadavg)
 
 out=$RESULT_DIR/agent-overhead.md
 {
-  echo "# Agent data-path overhead (issue #6)"
+  echo "# Agent data-path overhead"
   echo
   echo "\`scripts/bench-agent.sh\` on $(date -u +%Y-%m-%d), $host. Method: bench/agent/README.md."
   echo
@@ -29,7 +29,7 @@ out=$RESULT_DIR/agent-overhead.md
 
 out=$RESULT_DIR/agent-etcd-load.md
 {
-  echo "# Agent etcd publishing load (issue #6)"
+  echo "# Agent etcd publishing load"
   echo
   echo "\`scripts/bench-agent.sh\` on $(date -u +%Y-%m-%d), $host. Method: bench/agent/README.md."
   echo

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Live against simulated (issue #8): the same workload through `cgn-bench sim` (virtual time) and
+# Live against simulated: the same workload through `cgn-bench sim` (virtual time) and
 # through `cgn-bench load` against real processes on loopback — per policy, NODES fresh
 # cgn-engine-sim (vLLM flavour, --time-scale ENGINE_TS) behind its own cgn-router — then the
 # agreement on hit rate and on the TTFT ratio between policies, written to

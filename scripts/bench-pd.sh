@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Aggregated against disaggregated prefill/decode, live (issue #7): the same workload through
+# Aggregated against disaggregated prefill/decode, live: the same workload through
 # `cgn-bench load` against two clusters of NODES fresh cgn-engine-sim processes (vLLM flavour,
 # --time-scale ENGINE_TS) on loopback, one after the other — "aggregated": one cgn-router over
 # NODES nodes in the role both (kv policy); "pd": one cgn-router over PREFILL prefill nodes and

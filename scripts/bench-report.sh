@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make bench-report`: the performance report of issue #8 in one command.
+# `make bench-report`: the performance report in one command.
 # Runs the deterministic cluster simulator (`cgn-bench sim`) on the Mooncake conversation trace
 # (16 nodes) and the llm-d shared-prefix shape (8 nodes), every policy at the fixed load levels
 # 0.5 / 0.85 / 1.0, plus the micro-benchmarks (prefix digests, routing decision), draws the
@@ -134,7 +134,7 @@ demote() { sed -e 's/^###/####/' "$1"; }
   echo
   if [[ $LEVELS != "0.5 0.85 1.0" || $LIMIT != 0 ]]; then
     echo "> **Reduced run** (LEVELS=\"$LEVELS\", LIMIT=$LIMIT: only the first $LIMIT requests of each"
-    echo "> workload when LIMIT > 0). Not the issue #8 benchmark: the levels and the ideal bound are"
+    echo "> workload when LIMIT > 0). Not the full benchmark: the levels and the ideal bound are"
     echo "> those of the shortened workload, and with one level the sweep plot has one point per"
     echo "> policy and the throughput column only tells whether that level meets p90 <= 2 s."
     echo

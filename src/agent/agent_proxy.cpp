@@ -49,7 +49,7 @@ bool hop_by_hop(std::string_view name) {
   return false;
 }
 
-// Bounded label values (DESIGN.md §10): never the raw path.
+// Bounded label values (docs/design/principles.md, metric names): never the raw path.
 std::string_view endpoint_label(std::string_view path) {
   if (path == "/v1/chat/completions") {
     return "chat";

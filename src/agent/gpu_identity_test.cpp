@@ -8,7 +8,7 @@ namespace cgn::agent {
 namespace {
 
 std::string sample(const std::string& name) {
-  return cgn::testing::read_file(cgn::testing::shared_path("reference/samples/" + name));
+  return cgn::testing::read_file(cgn::testing::sample_path(name));
 }
 
 TEST(NvidiaSmiCsv, parses_the_h200_capture_with_header_and_units) {

@@ -299,7 +299,7 @@ TEST(Metrics, PromtoolAcceptsEveryType) {
   for (int i = 0; i < 5; ++i) {
     req.with({"m" + std::to_string(i), "chat", "200"}).inc(i + 1);
   }
-  // (DESIGN.md's gauge name cgn_cluster_power_watts_total fails this lint: "non-counter metrics
+  // (The design's gauge name cgn_cluster_power_watts_total fails this lint: "non-counter metrics
   // should not have _total suffix".)
   reg.gauge("cgn_cluster_power_watts", "Power of all nodes, watts.").with({}).set(1234.5);
   auto& up = reg.gauge("cgn_cluster_node_up", "1 when the node answers health checks.", {"node"});

@@ -434,7 +434,7 @@ std::pair<int, std::vector<std::string>> promtool(const std::string& text) {
 
 // promtool must accept the exposition: exit 0, or exit 3 (lint) where every
 // finding is the "should not contain ':'" one or one that promtool also
-// reports on the real engine's own capture (reference/samples/): the
+// reports on the real engine's own capture (testdata/samples/): the
 // simulator copies real names such as vllm:iteration_tokens_total (a
 // histogram named _total) and llamacpp:n_tokens_max (a counter without _total).
 void expect_promtool_accepts(const std::string& text, const std::string& what, const std::string& capture) {
@@ -445,7 +445,7 @@ void expect_promtool_accepts(const std::string& text, const std::string& what, c
   }
   std::vector<std::string> real;
   if (!capture.empty()) {
-    real = promtool(testing::read_file(testing::shared_path("reference/samples/" + capture))).second;
+    real = promtool(testing::read_file(testing::sample_path(capture))).second;
   }
   for (const auto& l : lines) {
     const bool colon = l.find("metric names should not contain ':'") != std::string::npos;

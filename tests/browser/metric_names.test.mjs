@@ -1,4 +1,4 @@
-// The metric-name contract (dashboard/metric_names.txt, from DESIGN.md section 10).
+// The metric-name contract (dashboard/metric_names.txt, from docs/design/principles.md).
 // Against the mock: it emits only listed families, with exactly the listed types and labels, and
 // well-formed values; /metrics answers CORS like the router. Against a real router
 // (CGN_DASHBOARD_ENDPOINT, or run.sh --endpoint): it emits every listed family, so everything the
@@ -38,7 +38,7 @@ function labelSet(sample) {
     .sort();
 }
 
-test("metric_names.txt lists the DESIGN.md section 10 families with valid types", () => {
+test("metric_names.txt lists the design principles' families with valid types", () => {
   assert.ok(contract.size >= 21, "expected the 21 router and cluster families");
   for (const [name, c] of contract) {
     assert.match(name, /^cgn_(router|cluster)_[a-z0-9_]+$/);

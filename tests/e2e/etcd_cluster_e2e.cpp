@@ -1,4 +1,4 @@
-// Issue #6 end to end: a real etcd, the cgn-router binary with state_backend = "etcd", and two
+// The etcd state backend end to end: a real etcd, the cgn-router binary with state_backend = "etcd", and two
 // cgn-agent processes, each spawning cgn-engine-sim through a wrapper named like the engine
 // (`vllm`, `llama-server`) and publishing its node record and live KV prefixes on a lease.
 // Routing is observed through X-CGN-Node; every wait polls with a deadline.

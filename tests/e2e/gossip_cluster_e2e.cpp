@@ -1,4 +1,4 @@
-// Issue #9 end to end: the gossip state backend with real processes on loopback and no etcd. A
+// End to end: the gossip state backend with real processes on loopback and no etcd. A
 // cgn-router (state_backend = "gossip") and three cgn-agents (state_backend = "gossip"), each
 // supervising cgn-engine-sim through a wrapper named like the engine (`vllm`), find each other over
 // UDP with a shared HMAC key. Tests: discovery and routing, an agent SIGKILLed and removed within

@@ -1,4 +1,4 @@
-// Issue #7 end to end: disaggregated prefill/decode through the cgn-router binary and cgn-agent
+// End to end: disaggregated prefill/decode through the cgn-router binary and cgn-agent
 // processes, each spawning cgn-engine-sim through a wrapper named like the engine (`vllm`) in the
 // role its [engine] role says. The router lists the agents statically with `agent = "HOST:PORT"`
 // and no role: each node's role comes from its agent's node record (Agent.Health), and the
