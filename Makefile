@@ -34,8 +34,14 @@ build: configure
 # the unit label under AddressSanitizer/UBSan; the dashboard in headless Chromium.
 test: test-release test-standalone test-node test-asan test-browser
 
+# Skipped tests are listed by their executables in <build>/Testing/skipped-tests.txt.
+skip_summary = n=$$(cat $(1)/Testing/skipped-tests.txt 2>/dev/null | wc -l); \
+  echo "$(1): $$n test(s) skipped"; sed 's/^/  skipped: /' $(1)/Testing/skipped-tests.txt 2>/dev/null || true
+
 test-release: build
+	@rm -f $(BUILD)/Testing/skipped-tests.txt
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900
+	@$(call skip_summary,$(BUILD))
 
 # Nothing tracked refers outside the repo; the already-built unit label passes with the
 # checkout's parent folder hidden behind an empty tmpfs (scripts/test-standalone.sh).
@@ -48,8 +54,10 @@ test-asan: bootstrap
 	  -DCMAKE_BUILD_TYPE=Debug -DCGN_SANITIZE=ON -DCGN_BUILD_BENCH=OFF \
 	  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g"
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target unit_tests
+	@rm -f $(ASAN_BUILD)/Testing/skipped-tests.txt
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
+	@$(call skip_summary,$(ASAN_BUILD))
 
 # The dashboard against the mock fleet, then against a real router with simulators.
 test-browser: build

@@ -96,7 +96,7 @@ std::string env_or(const char* name, const std::string& fallback) {
 }  // namespace
 
 std::string bin_path(const std::string& name) {
-  return env_or("CGN_BIN_DIR", "build/bin") + "/" + name;
+  return env_or("CGN_BIN_DIR", CGN_DEFAULT_BIN_DIR) + "/" + name;
 }
 std::string source_path(const std::string& rel) {
   return env_or("CGN_SOURCE_DIR", CGN_DEFAULT_SOURCE_DIR) + "/" + rel;

@@ -42,7 +42,7 @@ void write_file(const std::string& path, const std::string& content);
 // spawned, for tests that kill it.
 std::vector<pid_t> children_of(pid_t pid);
 
-// Path of a built binary (CGN_BIN_DIR from ctest, else ./build/bin).
+// Path of a built binary: $CGN_BIN_DIR, else the bin folder of the build this library is part of.
 std::string bin_path(const std::string& name);
 // Path inside the source tree: $CGN_SOURCE_DIR, else the tree this library was built from.
 std::string source_path(const std::string& rel);
