@@ -86,7 +86,7 @@ fuzz:
 bench: build
 	@scripts/bench.sh $(BUILD)
 
-# The performance report: bench/results/<date>/report.md with its plots (gnuplot).
+# The performance report: a new bench/results/<date>-<revision>/report.md with its plots (gnuplot).
 bench-report: configure
 	@scripts/bootstrap.sh --bench
 	@scripts/bench-report.sh $(BUILD)

@@ -3,24 +3,31 @@
 # Runs the deterministic cluster simulator (`cgn-bench sim`) on the Mooncake conversation trace
 # (16 nodes) and the llm-d shared-prefix shape (8 nodes), every policy at the fixed load levels
 # 0.5 / 0.85 / 1.0, plus the micro-benchmarks (prefix digests, routing decision), draws the
-# plots with gnuplot and writes bench/results/<date>/report.md. The gateway-vs-nginx proxy
-# comparison is included from bench/results/<date>/proxy.md when present (scripts/bench-proxy.sh).
+# plots with gnuplot and writes report.md into a new folder bench/results/<date>-<revision>/
+# (never over an older report: scripts/lib/results.sh). The gateway-vs-nginx proxy comparison is
+# included from that folder's proxy.md when present (RESULT_DIR=<folder> scripts/bench-proxy.sh).
 #
 #   scripts/bench-report.sh [BUILD_DIR]
 # The live-vs-sim check (scripts/bench-live.sh, small preset, real processes on loopback) runs
 # last, alone; LIVE=0 skips it.
-# Overrides: BENCH_DATE=YYYY-MM-DD, JOBS=n, LIVE=0; for a reduced run (the report says so in its first
+# Overrides: OUT=folder (must not hold a report.md yet), JOBS=n, LIVE=0; for a reduced run (the report says so in its first
 # lines) LEVELS="0.85" and LIMIT=N (only the first N requests of each workload).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
-DATE=${BENCH_DATE:-$(date -u +%F)}
-OUT=bench/results/$DATE
+source scripts/lib/results.sh
+DATE=$(date -u +%F)
+if [ -n "${OUT:-}" ]; then
+  refuse_overwrite "$OUT/report.md"
+else
+  OUT=$(new_results_dir)
+fi
+COMMAND="OUT=$OUT JOBS=${JOBS:-$(nproc)} LEVELS=\"${LEVELS:-0.5 0.85 1.0}\" LIMIT=${LIMIT:-0} LIVE=${LIVE:-1} scripts/bench-report.sh $BUILD_DIR"
 JOBS=${JOBS:-$(nproc)}
 LEVELS=${LEVELS:-0.5 0.85 1.0}
 read -r -a level_args <<<"$LEVELS"
 LIMIT=${LIMIT:-0}
-LIVE=${LIVE:-1}  # 0: skip the live run (an existing bench/results/<date>/report-live-vs-sim.md is included, marked)
+LIVE=${LIVE:-1}  # 0: skip the live run (a report-live-vs-sim.md already in OUT is included, marked)
 
 if ! command -v gnuplot >/dev/null 2>&1; then
   echo "bench-report: gnuplot is missing; run scripts/bootstrap.sh --bench" >&2
@@ -113,6 +120,8 @@ demote() { sed -e 's/^###/####/' "$1"; }
   echo "Written by \`make bench-report\` (scripts/bench-report.sh) at commit \`$commit\`$dirty on"
   echo "$(nproc) cores ($cpu), \`-j $JOBS\`, in **${total_s} s wall** (load average at the end: $loadavg)."
   echo "Definitions of every column: [docs/benchmarks.md](../../../docs/benchmarks.md)."
+  echo
+  provenance "$COMMAND"
   echo
   echo "| phase | wall s | CPU s (user+sys) |"
   echo "|---|---:|---:|"
