@@ -14,7 +14,7 @@ export CCACHE_MAXSIZE ?= 5G
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all bootstrap configure build test test-release test-asan test-browser test-node test-unit run fuzz bench bench-report format tidy clean
+.PHONY: all bootstrap configure build test test-release test-standalone test-asan test-browser test-node test-unit run fuzz bench bench-report format tidy clean
 
 all: build
 
@@ -34,22 +34,37 @@ build: configure
 CGN_TEST_RUN := $(or $(CGN_TEST_RUN),$(shell od -An -N8 -tx8 /dev/urandom | tr -d ' \n'))
 export CGN_TEST_RUN
 
-# Release build, every label; the official openai npm client through the router;
-# the unit label under AddressSanitizer/UBSan; the dashboard in headless Chromium;
-# then no process any of them started may still be alive.
-test: test-release test-node test-asan test-browser
+# Release build, every label; the checkout standing alone (no outside references, the unit
+# label with the parent folder hidden); the official openai npm client through the router;
+# the unit label under AddressSanitizer/UBSan; the dashboard in headless Chromium; then no
+# process any of them started may still be alive.
+test: test-release test-standalone test-node test-asan test-browser
 	@scripts/check-leftovers.sh
 
+# Skipped tests are listed by their executables in <build>/Testing/skipped-tests.txt.
+skip_summary = n=$$(cat $(1)/Testing/skipped-tests.txt 2>/dev/null | wc -l); \
+  echo "$(1): $$n test(s) skipped"; sed 's/^/  skipped: /' $(1)/Testing/skipped-tests.txt 2>/dev/null || true
+
 test-release: build
+	@rm -f $(BUILD)/Testing/skipped-tests.txt
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900
+	@$(call skip_summary,$(BUILD))
+
+# Nothing tracked refers outside the repo; the already-built unit label passes with the
+# checkout's parent folder hidden behind an empty tmpfs (scripts/test-standalone.sh).
+test-standalone: build
+	scripts/check-standalone.sh
+	scripts/test-standalone.sh $(BUILD) '^unit$$'
 
 test-asan: bootstrap
 	@test -f $(ASAN_BUILD)/build.ninja || cmake -S . -B $(ASAN_BUILD) $(CMAKE_GEN) \
 	  -DCMAKE_BUILD_TYPE=Debug -DCGN_SANITIZE=ON -DCGN_BUILD_BENCH=OFF \
 	  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g"
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target unit_tests
+	@rm -f $(ASAN_BUILD)/Testing/skipped-tests.txt
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
+	@$(call skip_summary,$(ASAN_BUILD))
 
 # The dashboard against the mock fleet, then against a real router with simulators.
 test-browser: build
@@ -78,7 +93,7 @@ fuzz:
 bench: build
 	@scripts/bench.sh $(BUILD)
 
-# The performance report of issue #8: bench/results/<date>/report.md with its plots (gnuplot).
+# The performance report: a new bench/results/<date>-<revision>/report.md with its plots (gnuplot).
 bench-report: configure
 	@scripts/bootstrap.sh --bench
 	@scripts/bench-report.sh $(BUILD)

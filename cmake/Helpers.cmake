@@ -1,6 +1,12 @@
 # cgn_test(NAME name SOURCES ... LIBS ... LABEL unit|integration|e2e [TIMEOUT s])
 # One GoogleTest executable, registered with ctest under a label so fast
-# and slow suites can be run apart: ctest -L unit.
+# and slow suites can be run apart: ctest -L unit. Its main (src/testing/gtest_main.cpp) exits 77
+# when tests were skipped and none failed, which ctest reports as skipped (SKIP_RETURN_CODE).
+# The environment of every test: where the sources and the binaries are, and the file that lists
+# skipped tests (printed by make test).
+set(CGN_TEST_ENV
+    "CGN_SOURCE_DIR=${CMAKE_SOURCE_DIR};CGN_BIN_DIR=${CMAKE_BINARY_DIR}/bin;CGN_SKIP_LOG=${CMAKE_BINARY_DIR}/Testing/skipped-tests.txt")
+
 function(cgn_test)
   cmake_parse_arguments(T "" "NAME;LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
   if(NOT T_LABEL)
@@ -10,11 +16,11 @@ function(cgn_test)
     set(T_TIMEOUT 120)
   endif()
   add_executable(${T_NAME} ${T_SOURCES})
-  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main cgn_warnings)
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock cgn_gtest_main cgn_warnings)
   set_target_properties(${T_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   add_test(NAME ${T_NAME} COMMAND ${T_NAME})
-  set_tests_properties(${T_NAME} PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT}
-    ENVIRONMENT "CGN_SOURCE_DIR=${CMAKE_SOURCE_DIR};CGN_BIN_DIR=${CMAKE_BINARY_DIR}/bin;CGN_SHARED_DIR=${CMAKE_SOURCE_DIR}/../shared")
+  set_tests_properties(${T_NAME} PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT} SKIP_RETURN_CODE 77
+    ENVIRONMENT "${CGN_TEST_ENV}")
   if(T_LABEL STREQUAL "unit")
     add_dependencies(unit_tests ${T_NAME})
   endif()
@@ -98,7 +104,7 @@ function(cgn_module)
   endforeach()
   if(_bench AND CGN_BUILD_BENCH)
     add_executable(bench_${M_NAME} ${_bench})
-    target_link_libraries(bench_${M_NAME} PRIVATE cgn_${M_NAME} ${M_TEST_LIBS} benchmark::benchmark cgn_warnings)
+    target_link_libraries(bench_${M_NAME} PRIVATE cgn_${M_NAME} ${M_TEST_LIBS} cgn_testing benchmark::benchmark cgn_warnings)
     set_target_properties(bench_${M_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
   endif()
 endfunction()

@@ -2,7 +2,7 @@
 """Simulated Cognitora router /metrics for the fleet dashboard (Python standard library only).
 
 Serves a moving, plausible picture of a mixed GPU fleet under the metric names a real router
-emits (dashboard/metric_names.txt, from DESIGN.md section 10), and nothing else: the browser tests
+emits (dashboard/metric_names.txt, from docs/design/principles.md), and nothing else: the browser tests
 check every family and label set against that file. /metrics answers CORS like the router
 (Access-Control-Allow-Origin: * and an OPTIONS preflight), so the dashboard opened from disk can
 scrape it. The dashboard itself is served at /dashboard/ as the router does.
@@ -293,6 +293,11 @@ class Fleet:
             sample("cgn_router_admission_rejections_total", [("model", m), ("reason", r)], math.floor(v))
         family("cgn_router_pd_legs_total", "counter",
                "Disaggregated prefill/decode legs by model, leg and outcome.")
+        # The mock fleet has no prefill/decode nodes: its legs stay at 0, but the series exist so
+        # that the contract test sees the family's labels (a real router creates them on the first leg).
+        for m in self.models:
+            for leg, outcome in (("prefill", "handoff"), ("decode", "pull")):
+                sample("cgn_router_pd_legs_total", [("model", m), ("leg", leg), ("outcome", outcome)], 0)
         family("cgn_router_pd_handoff_seconds", "histogram",
                "Time from the prefill leg's answer to the decode leg's first byte.")
         histogram("cgn_router_pd_handoff_seconds", [], self.pd_handoff)

@@ -1,27 +1,34 @@
 #!/usr/bin/env bash
-# `make bench-report`: the performance report of issue #8 in one command.
+# `make bench-report`: the performance report in one command.
 # Runs the deterministic cluster simulator (`cgn-bench sim`) on the Mooncake conversation trace
 # (16 nodes) and the llm-d shared-prefix shape (8 nodes), every policy at the fixed load levels
 # 0.5 / 0.85 / 1.0, plus the micro-benchmarks (prefix digests, routing decision), draws the
-# plots with gnuplot and writes bench/results/<date>/report.md. The gateway-vs-nginx proxy
-# comparison is included from bench/results/<date>/proxy.md when present (scripts/bench-proxy.sh).
+# plots with gnuplot and writes report.md into a new folder bench/results/<date>-<revision>/
+# (never over an older report: scripts/lib/results.sh). The gateway-vs-nginx proxy comparison is
+# included from that folder's proxy.md when present (RESULT_DIR=<folder> scripts/bench-proxy.sh).
 #
 #   scripts/bench-report.sh [BUILD_DIR]
 # The live-vs-sim check (scripts/bench-live.sh, small preset, real processes on loopback) runs
 # last, alone; LIVE=0 skips it.
-# Overrides: BENCH_DATE=YYYY-MM-DD, JOBS=n, LIVE=0, PLOTS=0 (no gnuplot: the plot data is still
-# written and the report says the SVGs are missing and how to draw them); for a reduced run (the report says so in its first
+# Overrides: OUT=folder (must not hold a report.md yet), JOBS=n, LIVE=0, PLOTS=0 (no gnuplot: the plot
+# data is still written and the report says the SVGs are missing and how to draw them); for a reduced run (the report says so in its first
 # lines) LEVELS="0.85" and LIMIT=N (only the first N requests of each workload).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
-DATE=${BENCH_DATE:-$(date -u +%F)}
-OUT=bench/results/$DATE
+source scripts/lib/results.sh
+DATE=$(date -u +%F)
+if [ -n "${OUT:-}" ]; then
+  refuse_overwrite "$OUT/report.md"
+else
+  OUT=$(new_results_dir)
+fi
+COMMAND="OUT=$OUT JOBS=${JOBS:-$(nproc)} LEVELS=\"${LEVELS:-0.5 0.85 1.0}\" LIMIT=${LIMIT:-0} LIVE=${LIVE:-1} PLOTS=${PLOTS:-1} scripts/bench-report.sh $BUILD_DIR"
 JOBS=${JOBS:-$(nproc)}
 LEVELS=${LEVELS:-0.5 0.85 1.0}
 read -r -a level_args <<<"$LEVELS"
 LIMIT=${LIMIT:-0}
-LIVE=${LIVE:-1}  # 0: skip the live run (an existing bench/results/<date>/report-live-vs-sim.md is included, marked)
+LIVE=${LIVE:-1}  # 0: skip the live run (a report-live-vs-sim.md already in OUT is included, marked)
 PLOTS=${PLOTS:-1}
 
 if [[ $PLOTS != 0 ]] && ! command -v gnuplot >/dev/null 2>&1; then
@@ -130,6 +137,8 @@ demote() { sed -e 's/^###/####/' "$1"; }
   echo "$(nproc) cores ($cpu), \`-j $JOBS\`, in **${total_s} s wall** (load average at the end: $loadavg)."
   echo "Definitions of every column: [docs/benchmarks.md](../../../docs/benchmarks.md)."
   echo
+  provenance "$COMMAND"
+  echo
   echo "| phase | wall s | CPU s (user+sys) |"
   echo "|---|---:|---:|"
   echo "| build check | $build_s | |"
@@ -150,7 +159,7 @@ demote() { sed -e 's/^###/####/' "$1"; }
   echo
   if [[ $LEVELS != "0.5 0.85 1.0" || $LIMIT != 0 ]]; then
     echo "> **Reduced run** (LEVELS=\"$LEVELS\", LIMIT=$LIMIT: only the first $LIMIT requests of each"
-    echo "> workload when LIMIT > 0). Not the issue #8 benchmark: the levels and the ideal bound are"
+    echo "> workload when LIMIT > 0). Not the full benchmark: the levels and the ideal bound are"
     echo "> those of the shortened workload, and with one level the sweep plot has one point per"
     echo "> policy and the throughput column only tells whether that level meets p90 <= 2 s."
     echo
@@ -186,7 +195,7 @@ demote() { sed -e 's/^###/####/' "$1"; }
   if [[ -f $OUT/proxy.md ]]; then
     sed -e 's/^# /### /' -e 's/^## /#### /' "$OUT/proxy.md"
   else
-    echo "_Not measured in this run: bench/results/$DATE/proxy.md is absent (written by scripts/bench-proxy.sh)._"
+    echo "_Not measured in this run: $OUT/proxy.md is absent (written by scripts/bench-proxy.sh)._"
   fi
   echo
   echo "## 5. Live against simulated"
@@ -207,7 +216,7 @@ demote() { sed -e 's/^###/####/' "$1"; }
     # Its header and agreement tables, not the two full reports it carries.
     sed -n '/^## Simulated/q; /^# /d; s/^##/###/; p' "$OUT/report-live-vs-sim.md"
   else
-    echo "_Not measured: bench/results/$DATE/report-live-vs-sim.md is absent (LIVE=0)._"
+    echo "_Not measured: $OUT/report-live-vs-sim.md is absent (LIVE=0)._"
   fi
 } >"$OUT/report.md"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make run CGN_STATE=etcd`: the local cluster through agents and etcd (issue #6).
+# `make run CGN_STATE=etcd`: the local cluster through agents and etcd.
 #   etcd (Debian etcd-server) on free loopback ports, data dir on tmpfs (/dev/shm)
 #   CGN_NODES × cgn-agent, each spawning cgn-engine-sim through a wrapper named `vllm` and
 #     publishing its node record and live KV prefixes under /cognitora/ on a heartbeat lease

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make run CGN_STATE=gossip`: the local cluster through agents and gossip, no external service (issue #9).
+# `make run CGN_STATE=gossip`: the local cluster through agents and gossip, no external service.
 #   CGN_NODES × cgn-agent, each spawning cgn-engine-sim through a wrapper named `vllm` and
 #     publishing its node record by gossip (UDP on 127.0.0.1, HMAC-signed with a per-run key)
 #   cgn-router with state_backend = "gossip": a member without a record, seeded by every agent,

@@ -1,4 +1,4 @@
-// cgn-agent-bench: the agent's two benchmarks of issue #6 (docs/agent.md, bench/agent/README.md).
+// cgn-agent-bench: the agent's two benchmarks (docs/agent.md, bench/agent/README.md).
 //
 //   overhead  router -> agent -> simulator against router -> simulator (the baseline, same run):
 //             real cgn-router, cgn-agent (external driver) and cgn-engine-sim processes on

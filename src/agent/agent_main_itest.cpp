@@ -76,8 +76,7 @@ TEST(AgentMain, print_record_carries_the_gpu_identity_from_nvidia_smi) {
   TempDir dir;
   cgn::testing::write_file(
       dir.file("nvidia-smi"),
-      "#!/bin/sh\nexec cat '" +
-          cgn::testing::shared_path("reference/samples/nvidia-smi-query-gpu-h200-idle.csv") + "'\n");
+      "#!/bin/sh\nexec cat '" + cgn::testing::sample_path("nvidia-smi-query-gpu-h200-idle.csv") + "'\n");
   ::chmod(dir.file("nvidia-smi").c_str(), 0755);
   auto cfg = write_config(dir, "kind = \"vllm\"\nmodel = \"m\"\nserved_name = \"chat\"\nport = 8100\n");
   const std::string out = dir.file("out.txt");

@@ -39,7 +39,7 @@ bool starts_with_ci(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
 }
 
-// Bounded label values (DESIGN.md §10): never the raw path.
+// Bounded label values (docs/design/principles.md, metric names): never the raw path.
 std::string_view endpoint_label(std::string_view path) {
   if (path == "/v1/chat/completions") {
     return "chat";

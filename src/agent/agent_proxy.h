@@ -1,4 +1,4 @@
-// The agent's data path (DESIGN.md §3): an HTTP server in front of the engine. Requests under
+// The agent's data path (docs/design/principles.md): an HTTP server in front of the engine. Requests under
 // /v1/ are forwarded to the engine with their body untouched (hop-by-hop headers dropped);
 // answers come back as they are: SSE re-serialised event by event, the events of each engine
 // read in one flushed chunk (headers with the first, the end with the last), other streamed

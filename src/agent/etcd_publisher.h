@@ -1,4 +1,4 @@
-// Publishes this node to etcd (DESIGN.md §6, docs/agent.md "Publishing to etcd"): the node
+// Publishes this node to etcd (docs/design/principles.md, docs/agent.md "Publishing to etcd"): the node
 // record under <prefix>/nodes/<node> and the live KV prefixes under <prefix>/kv/<node>/<hex>
 // (prefix: [state.etcd] prefix, default /cognitora),
 // all on one heartbeat lease kept alive by a LeaseKeeper. Every flush interval it writes at most

@@ -2,13 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "agent/gpu_identity_fuzz.h"
 #include "testing/process.h"
 
 namespace cgn::agent {
 namespace {
 
 std::string sample(const std::string& name) {
-  return cgn::testing::read_file(cgn::testing::shared_path("reference/samples/" + name));
+  return cgn::testing::read_file(cgn::testing::sample_path(name));
 }
 
 TEST(NvidiaSmiCsv, parses_the_h200_capture_with_header_and_units) {
@@ -104,6 +107,38 @@ TEST(SummarizeGpus, selects_configured_indices_and_keeps_the_smallest_vram) {
   EXPECT_EQ(*two, (GpuIdentity{"NVIDIA H200", "nvidia", 143771, 2}));
   EXPECT_FALSE(summarize_gpus(devices, {7}).has_value());
   EXPECT_FALSE(summarize_gpus({}, {}).has_value());
+}
+
+// Every seed of the fuzz corpus reaches the parser its file name says (nv_* nvidia-smi, rocm_*
+// rocm-smi), and the real captures among them parse there.
+TEST(GpuIdentityFuzzCorpus, each_seed_reaches_the_parser_it_is_named_for) {
+  size_t nv = 0;
+  size_t rocm = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator(cgn::testing::source_path("tests/fuzz/corpus/gpu_identity"))) {
+    const std::string name = e.path().filename().string();
+    const std::string bytes = cgn::testing::read_file(e.path().string());
+    ASSERT_FALSE(bytes.empty()) << name;
+    SCOPED_TRACE(name);
+    const GpuToolParser p = gpu_fuzz_parser(static_cast<uint8_t>(bytes[0]));
+    if (name.rfind("nv_", 0) == 0) {
+      EXPECT_EQ(p, GpuToolParser::kNvidiaSmiCsv);
+      ++nv;
+    } else if (name.rfind("rocm_", 0) == 0) {
+      EXPECT_EQ(p, GpuToolParser::kRocmSmiJson);
+      ++rocm;
+    } else {
+      ADD_FAILURE() << "seed name must start with nv_ or rocm_";
+    }
+  }
+  EXPECT_GE(nv, 5u);
+  EXPECT_GE(rocm, 5u);
+  auto h200 =
+      cgn::testing::read_file(cgn::testing::source_path("tests/fuzz/corpus/gpu_identity/nv_h200_idle.csv"));
+  EXPECT_TRUE(parse_nvidia_smi_csv(std::string_view(h200).substr(1)).ok());
+  auto radeon =
+      cgn::testing::read_file(cgn::testing::source_path("tests/fuzz/corpus/gpu_identity/rocm_radeon.json"));
+  EXPECT_TRUE(parse_rocm_smi_json(std::string_view(radeon).substr(1)).ok());
 }
 
 }  // namespace

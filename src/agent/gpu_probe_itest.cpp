@@ -20,7 +20,7 @@ void write_tool(const TempDir& dir, const std::string& name, const std::string& 
 }
 
 std::string sample(const std::string& name) {
-  return cgn::testing::shared_path("reference/samples/" + name);
+  return cgn::testing::sample_path(name);
 }
 
 // The directory first, then the system PATH so the scripts' own commands (cat, sleep) resolve.

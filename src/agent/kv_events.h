@@ -1,5 +1,5 @@
 // Decoder of the engines' KV events (vLLM's EventBatch; SGLang publishes the same format):
-// reference/engine-interfaces.md §1 "KV events". The ZMQ frames are [topic, seq (8-byte
+// docs/design/engines.md, "KV events". The ZMQ frames are [topic, seq (8-byte
 // big-endian), msgpack(EventBatch)]; this file reads the msgpack. Pure and bounded: every read
 // is checked against the end, element counts against the bytes left, nesting by a counter (no
 // recursion), so garbage is an error value, never a crash (fuzzed: kv_events_fuzz.cpp).

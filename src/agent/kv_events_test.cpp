@@ -1,5 +1,5 @@
 // The KV event decoder against golden bytes written from the msgpack spec and vLLM's field order
-// (reference/engine-interfaces.md §1), the withdrawal plan and rule, the drivers' flags, and the
+// (docs/design/engines.md), the withdrawal plan and rule, the drivers' flags, and the
 // subscriber's sequence handling (driven through handle(), no sockets).
 #include "agent/kv_events.h"
 

@@ -1,4 +1,4 @@
-// The agent's set of live KV prefixes (DESIGN.md §6): the digests it tells the router its engine
+// The agent's set of live KV prefixes (docs/design/principles.md): the digests it tells the router its engine
 // holds, as an LRU bounded by the engine's capacity and a key cap, and the diff against what etcd
 // already has, so each flush writes only changes. Pure: no etcd, no clock. The publisher
 // (etcd_publisher.h) owns one under its mutex.
@@ -19,7 +19,7 @@
 
 namespace cgn::agent {
 
-// The hard cap on live KV prefix keys per node (DESIGN.md §6).
+// The hard cap on live KV prefix keys per node (docs/design/principles.md, node record and state backends).
 inline constexpr size_t kMaxPublishedPrefixes = 4096;
 // Bytes of canonical prompt per token assumed when converting engine blocks to digest blocks.
 inline constexpr uint64_t kBytesPerToken = 4;

@@ -17,10 +17,10 @@ using cgn::testing::wait_until;
 TEST(NodeAgent, scrapes_the_engine_into_the_record_and_bumps_kv_epoch_on_restart) {
   TempDir dir;
   const std::string wrapper = dir.file("vllm");
-  cgn::testing::write_file(
-      wrapper, "#!/bin/sh\nFAKE_ENGINE_FLAVOUR=vllm FAKE_ENGINE_METRICS='" +
-                   cgn::testing::shared_path("reference/samples/vllm-v1-metrics.txt") + "' exec python3 '" +
-                   cgn::testing::source_path("src/agent/testdata/fake_engine.py") + "' \"$@\"\n");
+  cgn::testing::write_file(wrapper,
+                           "#!/bin/sh\nFAKE_ENGINE_FLAVOUR=vllm FAKE_ENGINE_METRICS='" +
+                               cgn::testing::sample_path("vllm-v1-metrics.txt") + "' exec python3 '" +
+                               cgn::testing::source_path("src/agent/testdata/fake_engine.py") + "' \"$@\"\n");
   ::chmod(wrapper.c_str(), 0755);
   const uint16_t port = static_cast<uint16_t>(cgn::testing::free_port());
 

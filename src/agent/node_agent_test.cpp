@@ -8,8 +8,7 @@ namespace cgn::agent {
 namespace {
 
 TEST(ApplyScrape, fills_pool_and_load_from_the_vllm_capture_and_keeps_the_epoch) {
-  const std::string page =
-      cgn::testing::read_file(cgn::testing::shared_path("reference/samples/vllm-v1-metrics.txt"));
+  const std::string page = cgn::testing::read_file(cgn::testing::sample_path("vllm-v1-metrics.txt"));
   auto m = routing::scrape_engine_metrics(routing::EngineKind::kVllm, page);
   ASSERT_TRUE(m.ok()) << m.error().message;
   NodeRecord r;
@@ -26,8 +25,7 @@ TEST(ApplyScrape, fills_pool_and_load_from_the_vllm_capture_and_keeps_the_epoch)
 }
 
 TEST(ApplyScrape, llamacpp_has_no_pool_size_so_total_blocks_stays_unknown) {
-  const std::string page =
-      cgn::testing::read_file(cgn::testing::shared_path("reference/samples/llamacpp-metrics.txt"));
+  const std::string page = cgn::testing::read_file(cgn::testing::sample_path("llamacpp-metrics.txt"));
   auto m = routing::scrape_engine_metrics(routing::EngineKind::kLlamaCpp, page);
   ASSERT_TRUE(m.ok()) << m.error().message;
   NodeRecord r;
@@ -49,8 +47,7 @@ TEST(SglangPageSize, read_from_extra_args_with_the_engines_default) {
 
 TEST(ApplyScrape, sglang_pool_is_unknown_without_max_total_num_tokens_and_in_pages_with_it) {
   // The published capture predates sglang:max_total_num_tokens: the pool stays unknown.
-  const std::string page =
-      cgn::testing::read_file(cgn::testing::shared_path("reference/samples/sglang-metrics.txt"));
+  const std::string page = cgn::testing::read_file(cgn::testing::sample_path("sglang-metrics.txt"));
   auto old = routing::scrape_engine_metrics(routing::EngineKind::kSglang, page);
   ASSERT_TRUE(old.ok());
   EXPECT_EQ(old->total_blocks, 0u);

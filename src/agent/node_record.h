@@ -1,4 +1,4 @@
-// The node record (DESIGN.md §6): what an agent publishes about its node, to etcd and gossip.
+// The node record (docs/design/principles.md): what an agent publishes about its node, to etcd and gossip.
 // One typed struct, its JSON form (serialise + a bounded parser that rejects wrong types), the
 // mapping to the routing core's NodeUpdate, and the kv_epoch rule as a pure function over
 // successive engine scrapes. All pure and thread-safe.

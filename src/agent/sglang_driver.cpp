@@ -2,8 +2,8 @@
 // [--served-model-name X] [--page-size P] [--disaggregation-mode prefill|decode
 // --disaggregation-transfer-backend nixl|mooncake] [--enable-hierarchical-cache] [extra args]`.
 // Metrics are off without --enable-metrics, so the driver always passes it. SGLang's PD mode
-// pairs prefill and decode through bootstrap rooms sent to both at once (engine-interfaces.md
-// §3), not vLLM's P-then-D flow the router speaks: the line is right for SGLang's own router.
+// pairs prefill and decode through bootstrap rooms sent to both at once (docs/design/
+// engines.md), not vLLM's P-then-D flow the router speaks: the line is right for SGLang's own router.
 #include "agent/driver.h"
 
 namespace cgn::agent {

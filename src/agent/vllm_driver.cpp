@@ -1,7 +1,7 @@
 // vLLM: `vllm serve MODEL --host H --port N --served-model-name X --tensor-parallel-size T
 // [--kv-transfer-config JSON] [extra args]`. Prefill, decode (and kv_offload = nixl) nodes run the
 // NixlConnector with kv_role kv_both, as vLLM's own P/D launch lines do for both sides
-// (tests/v1/kv_connector/nixl_integration/run_accuracy_test.sh, engine-interfaces.md §2): which
+// (tests/v1/kv_connector/nixl_integration/run_accuracy_test.sh; docs/design/engines.md): which
 // side a request plays is decided per request by its kv_transfer_params, not by kv_role. The
 // side-channel host VLLM_NIXL_SIDE_CHANNEL_HOST is always exported (127.0.0.1 unless configured);
 // the port VLLM_NIXL_SIDE_CHANNEL_PORT when configured.

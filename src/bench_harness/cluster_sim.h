@@ -1,4 +1,4 @@
-// The deterministic cluster simulator (issue #8, `cgn-bench sim`): replays a workload in
+// The deterministic cluster simulator (`cgn-bench sim`): replays a workload in
 // virtual time against N simulated engines (sim::Engine, the default node model unchanged),
 // with the routing core (routing::RoutingCore) making every decision on the same digests,
 // index, score and load guard as the gateway. Node state reaches the router the way it does

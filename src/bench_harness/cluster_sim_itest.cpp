@@ -1,4 +1,4 @@
-// The quick variant of `cgn-bench sim` (issue #8), in virtual time: the first 300 requests of
+// The quick variant of `cgn-bench sim`, in virtual time: the first 300 requests of
 // the Mooncake conversation trace and the small shared-prefix preset, each on 4 simulated nodes
 // at the 0.85 level. Fails if the kv policy stops beating round_robin on prefix hit rate and
 // TTFT, or if two runs with the same seed differ.

@@ -1,4 +1,4 @@
-// Disaggregated prefill/decode in the deterministic cluster simulator (issue #7, `cgn-bench sim
+// Disaggregated prefill/decode in the deterministic cluster simulator (`cgn-bench sim
 // --pd-prefill N`): the same workload, arrivals and node count as an aggregated run, with the
 // first N simulated engines in the role prefill and the rest in the role decode. The router's
 // two legs are replayed in virtual time exactly as the gateway runs them (router/disagg.h):

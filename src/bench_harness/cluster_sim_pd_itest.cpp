@@ -1,5 +1,5 @@
-// Disaggregated prefill/decode in the deterministic cluster simulator (issue #7,
-// cluster_sim_pd.h), in virtual time on the small shared-prefix preset over 4 simulated nodes:
+// Disaggregated prefill/decode in the deterministic cluster simulator
+// (cluster_sim_pd.h), in virtual time on the small shared-prefix preset over 4 simulated nodes:
 // every request runs both legs and its decode node pulls the prompt from the prefill node; the
 // numbers are reproducible; decode steps free of prefills give a lower ITL than aggregated
 // serving under the simulator's model; and the KV transfer model is what the decode leg pays.

@@ -262,8 +262,7 @@ int run(const LoadFlags& f) {
 
 std::function<int()> add_load_command(CLI::App& app) {
   auto f = std::make_shared<LoadFlags>();
-  auto* c = app.add_subcommand(
-      "load", "live load generator: replay a workload over HTTP against a router (issue #8)");
+  auto* c = app.add_subcommand("load", "live load generator: replay a workload over HTTP against a router");
   c->add_option(
       "-w,--workload", f->workload,
       "conversation | synthetic (Mooncake traces) | llmd | small (shared-prefix presets; default small)");

@@ -1,4 +1,4 @@
-// `cgn-bench load`, the live load generator (issue #8's second instrument): replays a Workload
+// `cgn-bench load`, the live load generator (the second benchmark instrument): replays a Workload
 // (workload.h: Mooncake traces, shared-prefix presets) over HTTP against a running router,
 // open loop, and measures from the client side what `cgn-bench sim` measures in virtual time:
 // TTFT, inter-token latency, end-to-end latency, goodput, errors, shed (429) requests, and the

@@ -39,7 +39,7 @@ std::vector<cgn::routing::PolicyKind> parse_policies(const std::string& list, bo
 int main(int argc, char** argv) {
   CLI::App app{"cgn-bench: Cognitora benchmarks"};
   app.require_subcommand(1);
-  auto* sim = app.add_subcommand("sim", "deterministic cluster simulation in virtual time (issue #8)");
+  auto* sim = app.add_subcommand("sim", "deterministic cluster simulation in virtual time");
   std::string workload = "conversation";
   std::string trace;
   uint32_t nodes = 0;

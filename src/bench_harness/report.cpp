@@ -206,7 +206,7 @@ std::string render_markdown(const WorkloadReport& r) {
     // (every request at the ideal hit, never queued) would show.
     const double p50_ceiling = ratio(rr->ttft_p50_s, r.floor_ttft_p50_s);
     const double p90_ceiling = ratio(rnd->ttft_p90_s, r.floor_ttft_p90_s);
-    s += "#### kv against the issue #8 targets (headline level)\n\n"
+    s += "#### kv against the routing targets (headline level)\n\n"
          "The ceiling is the gain a perfect router would show on this trace: the baseline's percentile "
          "over the TTFT floor's (every request on an idle node holding the ideal prefix). A target above "
          "the ceiling cannot be met by routing on this trace and node model.\n\n"

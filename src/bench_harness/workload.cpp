@@ -1,13 +1,12 @@
 #include "bench_harness/workload.h"
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "sim/tokenizer.h"
 
@@ -161,12 +160,25 @@ Result<Workload, TraceError> parse_mooncake_trace(std::string_view text, std::st
 }
 
 Result<Workload, TraceError> load_mooncake_trace(const std::string& path, const TraceLimits& limits) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
+  // gzread passes plain files through unchanged, so one path reads .jsonl and .jsonl.gz alike.
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) {
     return make_error(TraceError::kIo, "cannot open trace " + path);
   }
-  std::ostringstream ss;
-  ss << f.rdbuf();
+  std::string text;
+  char buf[1 << 16];
+  int n = 0;
+  // Stop one byte past the limit: parse_mooncake_trace reports it, and a small file that
+  // inflates without bound (a gzip bomb) never fills memory.
+  while (text.size() <= limits.max_bytes && (n = gzread(f, buf, sizeof buf)) > 0) {
+    text.append(buf, static_cast<size_t>(n));
+  }
+  int zerr = Z_OK;
+  const std::string zmsg = n < 0 ? gzerror(f, &zerr) : "";
+  gzclose(f);
+  if (n < 0) {
+    return make_error(TraceError::kIo, "cannot read trace " + path + ": " + zmsg);
+  }
   std::string name = path;
   if (auto slash = name.find_last_of('/'); slash != std::string::npos) {
     name = name.substr(slash + 1);
@@ -174,7 +186,7 @@ Result<Workload, TraceError> load_mooncake_trace(const std::string& path, const 
   if (auto dot = name.find('.'); dot != std::string::npos) {
     name = name.substr(0, dot);
   }
-  return parse_mooncake_trace(ss.str(), std::move(name), limits);
+  return parse_mooncake_trace(text, std::move(name), limits);
 }
 
 Result<SharedPrefixPreset, TraceError> shared_prefix_preset(std::string_view name) {
@@ -263,14 +275,14 @@ Workload take_first(const Workload& w, size_t n) {
 }  // namespace cgn::bench
 
 namespace cgn::bench {
-std::string shared_dir() {
-  if (const char* env = std::getenv("CGN_SHARED_DIR"); env != nullptr && *env != '\0') {
+std::string trace_dir() {
+  if (const char* env = std::getenv("CGN_TRACE_DIR"); env != nullptr && *env != '\0') {
     return env;
   }
-  return CGN_DEFAULT_SHARED_DIR;
+  return CGN_DEFAULT_TRACE_DIR;
 }
 
 std::string trace_path(std::string_view name) {
-  return shared_dir() + "/traces/" + std::string(name) + "_trace.jsonl";
+  return trace_dir() + "/" + std::string(name) + "_trace.jsonl.gz";
 }
 }  // namespace cgn::bench

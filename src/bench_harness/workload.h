@@ -53,7 +53,7 @@ struct Workload {
 // The completions prompt of a request: its segments' text, concatenated.
 void build_prompt(const Workload& w, const WorkRequest& r, std::string& out);
 
-// --- Mooncake FAST'25 traces (JSON Lines; /work/shared/traces/README.md) ---
+// --- Mooncake FAST'25 traces (JSON Lines, plain or gzip; bench/traces/README.md) ---
 enum class TraceError { kIo, kParse, kLimit };
 
 struct TraceLimits {
@@ -98,8 +98,9 @@ Workload take_first(const Workload& w, size_t n);
 }  // namespace cgn::bench
 
 namespace cgn::bench {
-// The folder holding traces/: $CGN_SHARED_DIR, else <repo>/../shared (fixed at build time).
-std::string shared_dir();
-// shared_dir() + "/traces/" + name + "_trace.jsonl" (name: "conversation", "synthetic").
+// The folder holding the traces: $CGN_TRACE_DIR, else <source tree>/bench/traces (fixed at build
+// time).
+std::string trace_dir();
+// trace_dir() + "/" + name + "_trace.jsonl.gz" (name: "conversation", "synthetic").
 std::string trace_path(std::string_view name);
 }  // namespace cgn::bench

@@ -1,12 +1,14 @@
 #include "bench_harness/workload.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <map>
 
 #include "bench_harness/cluster_sim.h"
 #include "core/digest.h"
 #include "sim/tokenizer.h"
+#include "testing/process.h"
 
 namespace cgn::bench {
 namespace {
@@ -116,6 +118,57 @@ TEST(MooncakeTrace, EnforcesLimits) {
   auto w3 = parse_mooncake_trace("\n\n", "t", l3);
   ASSERT_FALSE(w3.ok());
   EXPECT_EQ(w3.error().code, TraceError::kLimit);
+}
+
+void write_gzip(const std::string& path, const std::string& content) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, content.data(), static_cast<unsigned>(content.size())),
+            static_cast<int>(content.size()));
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+TEST(MooncakeTrace, ReadsGzipAndPlainFilesAlike) {
+  const std::string text =
+      "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [0, 1]}\n"
+      "{\"timestamp\": 7, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [0]}\n";
+  cgn::testing::TempDir dir;
+  cgn::testing::write_file(dir.file("a_trace.jsonl"), text);
+  write_gzip(dir.file("b_trace.jsonl.gz"), text);
+  auto plain = load_mooncake_trace(dir.file("a_trace.jsonl"));
+  auto gz = load_mooncake_trace(dir.file("b_trace.jsonl.gz"));
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  ASSERT_TRUE(gz.ok()) << gz.error().message;
+  EXPECT_EQ(gz->name, "b_trace");
+  ASSERT_EQ(gz->requests.size(), 2u);
+  ASSERT_EQ(plain->requests.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(gz->requests[i].arrival, plain->requests[i].arrival);
+    EXPECT_EQ(gz->requests[i].input_tokens(), plain->requests[i].input_tokens());
+  }
+  auto missing = load_mooncake_trace(dir.file("none.jsonl.gz"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, TraceError::kIo);
+}
+
+TEST(MooncakeTrace, StopsInflatingPastTheByteLimit) {
+  cgn::testing::TempDir dir;
+  write_gzip(dir.file("bomb.jsonl.gz"), std::string(8u << 20, '\n'));  // 8 MiB of blank lines
+  TraceLimits l;
+  l.max_bytes = 1u << 16;
+  auto w = load_mooncake_trace(dir.file("bomb.jsonl.gz"), l);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().code, TraceError::kLimit);
+}
+
+// The traces in bench/traces/ are part of the repository and load without any setup.
+TEST(MooncakeTrace, BundledTracesLoad) {
+  auto conv = load_mooncake_trace(trace_path("conversation"));
+  ASSERT_TRUE(conv.ok()) << conv.error().message;
+  EXPECT_EQ(conv->requests.size(), 12031u);
+  auto syn = load_mooncake_trace(trace_path("synthetic"));
+  ASSERT_TRUE(syn.ok()) << syn.error().message;
+  EXPECT_EQ(syn->requests.size(), 3993u);
 }
 
 TEST(SharedPrefix, TenantsShareTheSystemPromptAndTurnsExtendThePreviousPrompt) {

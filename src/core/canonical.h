@@ -1,4 +1,4 @@
-// OpenAI request parsing and prompt canonicalisation (DESIGN.md §4).
+// OpenAI request parsing and prompt canonicalisation (docs/design/principles.md, prefix digests).
 //
 // The router parses a request body once, at the edge, into ParsedRequest: the
 // few typed fields routing needs plus the canonical prompt bytes that prefix

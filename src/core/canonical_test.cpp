@@ -468,8 +468,8 @@ TEST(Digest, turn_n_digests_are_prefix_of_turn_n_plus_1) {
 // via append_assistant_message, equals the canonical bytes of the same
 // message as a client sends it back, in full or trimmed form.
 TEST(Canonical, vllm_tool_call_reply_round_trips_exactly_into_the_next_turn) {
-  const std::string response = testing::read_file(
-      testing::shared_path("reference/samples/vllm-chat-completion-tools-cached-tokens.json"));
+  const std::string response =
+      testing::read_file(testing::sample_path("vllm-chat-completion-tools-cached-tokens.json"));
   ASSERT_FALSE(response.empty());
   auto reply = parse_chat_completion_reply(response);
   ASSERT_TRUE(reply.ok()) << reply.error().message;

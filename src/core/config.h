@@ -55,7 +55,7 @@ struct TimeoutsConfig {
   uint32_t continue_ms = 2000;
 };
 
-// [router.routing.weights]: the TTFT estimate (DESIGN.md §5), all in milliseconds.
+// [router.routing.weights]: the TTFT estimate (docs/design/principles.md), all in milliseconds.
 struct ScoreWeights {
   double prefill_ms_per_block = 4.0;     // cost to prefill one uncached block
   double queue_ms_per_request = 50.0;    // per request waiting in the node's queue

@@ -1,4 +1,4 @@
-// [agent] and [engine] keys of issue #6/#7: the gRPC listen address, agent timings, engine role,
+// [agent] and [engine] keys: the gRPC listen address, agent timings, engine role,
 // kv_offload modes, external attach, disaggregation transfer and per-engine knobs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

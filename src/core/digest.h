@@ -1,4 +1,4 @@
-// Sequence-chained BLAKE3 prefix digests (DESIGN.md §4), the routing signal
+// Sequence-chained BLAKE3 prefix digests (docs/design/principles.md, prefix digests), the routing signal
 // shared by router, agent, kvcached, cgn-infer, the simulator and the
 // benchmark client. The exact construction and byte layout, with test
 // vectors, is in docs/architecture/digests.md; in short:

@@ -1,5 +1,5 @@
 // Prefix digesting against raw BLAKE3 bulk hashing of the same bytes, in the
-// same run (DESIGN.md §4: one SIMD many-inputs pass plus one compression per
+// same run (docs/design/principles.md, prefix digests: one SIMD many-inputs pass plus one compression per
 // link). Targets, from 16 KiB up: >= 0.25x raw BLAKE3 at 256-byte blocks and
 // >= 0.5x at 1024-byte blocks. Each BM_PrefixDigests row also carries
 // `vs_raw`, its speed over raw BLAKE3 measured in the same process just

@@ -11,7 +11,7 @@
 
 namespace cgn {
 
-// A 32-byte sequence-chained BLAKE3 prefix digest (DESIGN.md §4).
+// A 32-byte sequence-chained BLAKE3 prefix digest (docs/design/principles.md, prefix digests).
 using Digest = std::array<uint8_t, 32>;
 
 // Digests are uniformly random: the first 8 bytes are a perfect hash key.

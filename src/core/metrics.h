@@ -16,7 +16,7 @@
 // returns the family's overflow series (every label value "_overflow") and counts the dropped
 // label set in cgn_metrics_dropped_label_sets_total{family="..."}, so no client input can grow
 // memory or the scrape without bound. Label values must still come from configuration or live
-// nodes, never raw client input (DESIGN.md §10).
+// nodes, never raw client input (docs/design/principles.md, metric names).
 //
 // Thread-safety: everything here is safe to call from any thread. Handles stay valid for the life
 // of the registry, even after their series is removed (they then update a series nobody exports).

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/capability.h"
 #include "testing/process.h"
 
 namespace cgn::metrics {
@@ -299,20 +300,14 @@ TEST(Metrics, ConcurrentIncrementsGiveTheExactTotal) {
 // promtool (Debian package prometheus) is the reference parser and linter of the text format.
 TEST(Metrics, PromtoolAcceptsEveryType) {
   const char* promtool = "/usr/bin/promtool";
-  if (::access(promtool, X_OK) != 0) {
-    const char* ci = std::getenv("CI");  // NOLINT(concurrency-mt-unsafe): read before any thread starts
-    if (ci != nullptr && std::string(ci) == "true") {
-      FAIL() << "promtool is required in CI (Debian package prometheus)";
-    }
-    GTEST_SKIP() << "promtool not installed (apt-get install prometheus); skipping the format lint";
-  }
+  CGN_REQUIRE_CAPABILITY(::access(promtool, X_OK) == 0, "promtool (Debian package prometheus)");
   Registry reg;
   auto& req = reg.counter("cgn_router_requests_total", "Requests by model, endpoint and status code.",
                           {"model", "endpoint", "code"}, FamilyOptions{.max_series = 3});
   for (int i = 0; i < 5; ++i) {
     req.with({"m" + std::to_string(i), "chat", "200"}).inc(i + 1);
   }
-  // (DESIGN.md's gauge name cgn_cluster_power_watts_total fails this lint: "non-counter metrics
+  // (The design's gauge name cgn_cluster_power_watts_total fails this lint: "non-counter metrics
   // should not have _total suffix".)
   reg.gauge("cgn_cluster_power_watts", "Power of all nodes, watts.").with({}).set(1234.5);
   auto& up = reg.gauge("cgn_cluster_node_up", "1 when the node answers health checks.", {"node"});

@@ -1,4 +1,4 @@
-// Admission: in-flight caps per (model, role) from [router.admission] (DESIGN.md §7). A request
+// Admission: in-flight caps per (model, role) from [router.admission] (docs/design/principles.md). A request
 // holds a slot from admission until its response ends; over the cap it gets 429 + Retry-After.
 // Thread-safe (one mutex; an acquire is a map lookup).
 #pragma once

@@ -1,4 +1,4 @@
-// Gateway API keys: bearer tokens from a keys file and/or the environment (DESIGN.md §9).
+// Gateway API keys: bearer tokens from a keys file and/or the environment (docs/design/principles.md).
 //
 // Keys file format: one key per line; blank lines and lines starting with '#' are ignored;
 // surrounding spaces and tabs are trimmed. Bounded: the file at most 1 MiB, a key 16..512 bytes

@@ -1,5 +1,6 @@
-// Disaggregated prefill/decode in the router (DESIGN.md §8, docs/architecture/disaggregation.md):
-// vLLM's NixlConnector protocol, run by the router as two legs of one client request.
+// Disaggregated prefill/decode in the router (docs/design/principles.md,
+// docs/architecture/disaggregation.md): vLLM's NixlConnector protocol, run by the router as two legs of one
+// client request.
 //
 //   1. Prefill leg: the client's body rewritten (prefill_body: max_tokens 1, stream false, no
 //      stream_options/min_tokens, kv_transfer_params {do_remote_decode: true, ...}) to the

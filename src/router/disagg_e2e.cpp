@@ -192,7 +192,7 @@ TEST(DisaggE2E, AClientThatLeavesDuringThePrefillLegCancelsItAndNoDecodeLegIsSen
   EXPECT_EQ(d.running(), 0);
   EXPECT_EQ(d.finished("length"), 0.0);  // no decode leg
   EXPECT_EQ(r.metric("cgn_router_pd_legs_total{model=\"m\",leg=\"prefill\",outcome=\"cancelled\"}"), 1.0);
-  EXPECT_EQ(r.metric("cgn_router_pd_legs_total{model=\"m\",leg=\"decode\",outcome=\"pull\"}"), 0.0);
+  EXPECT_EQ(r.count("cgn_router_pd_legs_total{model=\"m\",leg=\"decode\",outcome=\"pull\"}"), 0.0);
 }
 
 TEST(DisaggE2E, AdmissionCapsThePrefillRoleOnItsOwn) {

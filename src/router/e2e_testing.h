@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "core/http/client.h"
+#include "testing/metrics_page.h"
 #include "testing/process.h"
 
 // GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames: a
@@ -241,18 +242,9 @@ inline std::string chat(const std::string& content, uint32_t max_tokens = 4, boo
   return j.dump();
 }
 
-// The value of the sample `series` (exact name and labels as rendered) in a Prometheus page.
-inline std::optional<double> sample(const std::string& page, const std::string& series) {
-  std::istringstream in(page);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
-        line[series.size()] == ' ') {
-      return std::stod(line.substr(series.size() + 1));
-    }
-  }
-  return std::nullopt;
-}
+// Series of a Prometheus page: src/testing/metrics_page.h (a missing series is never 0).
+using cgn::testing::count_or_zero;
+using cgn::testing::sample;
 
 // ---- the processes -------------------------------------------------------------------------
 
@@ -351,9 +343,12 @@ struct Router {
     }
     return out;
   }
+  // NaN when the router does not expose `series` (testing/metrics_page.h).
   double metric(const std::string& series) const {
-    return sample(get(port, "/metrics").body, series).value_or(0.0);
+    return cgn::testing::metric(get(port, "/metrics").body, series);
   }
+  // For negative checks on counters created by their first increment: 0 only when the family exists.
+  double count(const std::string& series) const { return count_or_zero(get(port, "/metrics").body, series); }
 
   TempDir dir;
   std::unique_ptr<Process> proc;

@@ -15,6 +15,7 @@
 #include "state/etcd/etcd_client.h"
 #include "state/etcd/keys.h"
 #include "testing/etcd_server.h"
+#include "testing/metrics_page.h"
 
 namespace cgn::router {
 namespace {
@@ -28,14 +29,7 @@ using etcdtest::long_prompt;
 using etcdtest::record_json;
 using etcdtest::Sim;
 
-// The value of one series in a Prometheus exposition ("name{labels}"), or -1.
-double metric(const std::string& text, const std::string& series) {
-  const auto pos = text.find("\n" + series + " ");
-  if (pos == std::string::npos) {
-    return -1;
-  }
-  return std::stod(text.substr(pos + series.size() + 2));
-}
+using cgn::testing::metric;
 
 class EtcdBackend : public ::testing::Test {
  protected:

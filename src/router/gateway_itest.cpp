@@ -20,6 +20,7 @@
 #include "router/fake_engine.h"
 #include "router/gateway.h"
 #include "state/static_store.h"
+#include "testing/metrics_page.h"
 #include "testing/process.h"
 #include "testing/test_certs.h"
 
@@ -243,12 +244,13 @@ class Cluster {
   }
   Gateway& gateway() { return *gateway_; }
   uint16_t port() const { return port_; }
+  // NaN when the gateway does not expose `series` (testing/metrics_page.h).
   double metric(const std::string& series) {
-    const std::string text = gateway_->render_metrics();
-    std::string key = "\n";
-    key.append(series).append(" ");
-    const size_t at = text.find(key);
-    return at == std::string::npos ? 0.0 : std::atof(text.c_str() + at + key.size());
+    return cgn::testing::metric(gateway_->render_metrics(), series);
+  }
+  // For negative checks on counters created by their first increment: 0 only when the family exists.
+  double count(const std::string& series) {
+    return cgn::testing::count_or_zero(gateway_->render_metrics(), series);
   }
 
  private:

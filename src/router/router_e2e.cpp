@@ -193,7 +193,7 @@ TEST(RouterE2E, AMidStreamEngineFailureEndsWithAnErrorEventAndDone) {
       << rep.events[3];
   EXPECT_EQ(rep.events[4], "[DONE]");
   // Tokens had reached the client: never retried.
-  EXPECT_EQ(r.metric("cgn_router_retries_total{model=\"m\",reason=\"closed\"}"), 0.0);
+  EXPECT_EQ(r.count("cgn_router_retries_total{model=\"m\",reason=\"closed\"}"), 0.0);
   EXPECT_EQ(a.finished("length") + a.finished("abort"), 1.0);
 }
 

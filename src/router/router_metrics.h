@@ -1,8 +1,8 @@
-// RouterMetrics: the router's Prometheus families (DESIGN.md §10, dashboard/metric_names.txt),
+// RouterMetrics: the router's Prometheus families (docs/design/principles.md, dashboard/metric_names.txt),
 // kept apart from the request logic (a "probe"). Label values come only from configuration and
 // live nodes: the gateway maps a model that no node serves to "_unknown" before it gets here.
 //
-// cgn_cluster_power_watts_total is exposed as `untyped`: DESIGN.md fixes the name, but it is a
+// cgn_cluster_power_watts_total is exposed as `untyped`: the design principles fix the name, but it is a
 // gauge, and promtool's lint rejects a gauge whose name ends in _total. Prometheus stores an
 // untyped sample exactly like a gauge. core/metrics has no untyped family, so render() appends
 // that one family itself.

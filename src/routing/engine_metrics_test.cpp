@@ -20,7 +20,7 @@ NodeMetrics scrape(EngineKind kind, const std::string& file, const MapperOptions
 }
 
 // Recorded pages (tests/fuzz/corpus/prometheus/, copied byte for byte from
-// reference/samples/); the expected numbers are read off those pages.
+// testdata/samples/); the expected numbers are read off those pages.
 TEST(EngineMetrics, VllmV1IdleServer) {
   const auto m = scrape(EngineKind::kVllm, "vllm-v1-metrics.txt");
   ASSERT_TRUE(m.queue_depth && m.running && m.kv_used_ratio);

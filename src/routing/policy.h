@@ -41,7 +41,7 @@ struct ScoreWeights {
   double kv_pressure_seconds = 1.0;
   double watt_penalty_seconds = 0.5;
   TierCredit credit;             // engine 1.0, RAM 0.75, SSD 0.25, optimistic x1.0
-  uint32_t block_bytes = 256;    // bytes of canonical prompt per digest (DESIGN.md §4)
+  uint32_t block_bytes = 256;    // bytes of canonical prompt per digest (docs/design/principles.md)
   double bytes_per_token = 4.0;  // prompt bytes per token, for block <-> token conversions
 };
 

@@ -1,4 +1,4 @@
-// The prefix index (DESIGN.md §5): which nodes hold which prefix digests.
+// The prefix index (docs/design/principles.md): which nodes hold which prefix digests.
 //
 // Layout, chosen for <= 150 bytes per (digest, node) entry and few cache misses per lookup:
 //   - an open-addressing table (linear probing, 8-byte slots: 32-bit tag + 32-bit record id),
@@ -38,7 +38,7 @@ struct IndexConfig {
   uint64_t hash_seed = 0x6367'6e5f'7072'6678ull;
 };
 
-// Credit per held block, by tier and state (DESIGN.md §5: engine 1.0, RAM 0.75, SSD 0.25).
+// Credit per held block, by tier and state (docs/design/principles.md: engine 1.0, RAM 0.75, SSD 0.25).
 struct TierCredit {
   float engine = 1.0F;
   float ram = 0.75F;

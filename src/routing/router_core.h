@@ -58,7 +58,7 @@ struct RouteRequest {
 
 struct Candidate {
   NodeIndex node = kNoNode;
-  double ttft_s = 0;            // the estimate (DESIGN.md §5), for every policy
+  double ttft_s = 0;            // the estimate (docs/design/principles.md), for every policy
   double cost = 0;              // what the kv policy ranks by: ttft_s + (uncached_weight - 1) * prefill
   uint32_t overlap_blocks = 0;  // leading digests the node holds
   uint32_t guessed_blocks = 0;  // of those, optimistic entries the node has not confirmed

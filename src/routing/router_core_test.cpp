@@ -291,7 +291,7 @@ TEST(RoutingCore, DefaultWeightsValueAMissAboveItsOwnTtft) {
 
 // Between scrapes, the router's own requests past their first token count as running: a stale
 // scrape that shows one node idle must not draw every new prefix to it until the next scrape
-// (SGLang #32983 at low concurrency). Without the fresh count all 12 would go to "a".
+// (sgl-project/sglang issue 32983, at low concurrency). Without the fresh count all 12 would go to "a".
 TEST(RoutingCore, NewPrefixesSpreadBetweenScrapesByTheRoutersOwnRunningCount) {
   Fleet f;
   const NodeIndex a = f.add("a", {.running = 0});
@@ -418,7 +418,7 @@ struct PileUpCase {
 };
 
 TEST(LoadGuard, SharedSystemPromptDoesNotPileOntoOneNode) {
-  // Dynamo #737: every request shares a long system prompt that one node already holds.
+  // ai-dynamo/dynamo issue 737: every request shares a long system prompt that one node already holds.
   for (const PileUpCase& c :
        {PileUpCase{"guard_on", true, true, 25}, PileUpCase{"score_alone", false, true, 25}}) {
     RoutingPolicy p;
@@ -509,7 +509,7 @@ TEST(RoutingCore, AConfirmedPrefixOutranksAGuessRecordedBeforeTheConfirmation) {
 }
 
 TEST(LoadGuard, CacheMissAtLowConcurrencyDoesNotRepeatOneReplica) {
-  // SGLang #32983: with nothing cached and nothing running, ties must not always go to the
+  // sgl-project/sglang issue 32983: with nothing cached and nothing running, ties must not always go to the
   // same node.
   Fleet f;
   for (const char* id : {"a", "b", "c", "d"}) {

@@ -1,4 +1,4 @@
-// Routing decision benchmark (issue #4), with its baseline measured in the same run:
+// Routing decision benchmark, with its baseline measured in the same run:
 //   - a 16 KiB prompt = 64 digests at 256-byte blocks, over 64 nodes, 1M (digest, node)
 //     entries indexed; all 64 request digests are held by 8 nodes with staggered runs
 //     (8, 16, ..., 64 blocks) so the lookup cannot stop early;

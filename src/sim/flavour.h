@@ -1,6 +1,6 @@
 // Engine flavours: what differs between vLLM, SGLang, llama.cpp, TensorRT-LLM
-// and MLX on the wire, as data and pure functions (reference/
-// engine-interfaces.md): metrics path, health semantics, error bodies,
+// and MLX on the wire, as data and pure functions (docs/design/
+// engines.md): metrics path, health semantics, error bodies,
 // /v1/models bodies. The HTTP shell serves what these say.
 #pragma once
 

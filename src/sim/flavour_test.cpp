@@ -15,7 +15,7 @@ using nlohmann::json;
 
 TEST(Flavour, ErrorBodiesFollowEachEngine) {
   // vLLM: the capture's exact bytes.
-  std::ifstream f(cgn::testing::shared_path("reference/samples/vllm-error-400.json"));
+  std::ifstream f(cgn::testing::sample_path("vllm-error-400.json"));
   std::stringstream ss;
   ss << f.rdbuf();
   EXPECT_EQ(render_error_body(Flavour::kVllm, 400, R"(Grammar error: Unimplemented keys: ["uniqueItems"])"),

@@ -1,4 +1,4 @@
-// vLLM-compatible KV events (reference/engine-interfaces.md §1 "KV events"): the parsed
+// vLLM-compatible KV events (docs/design/engines.md, "KV events"): the parsed
 // --kv-events-config and the msgpack encoding of one EventBatch. Pure; the ZMQ side is
 // kv_event_publisher.h.
 //

@@ -1,5 +1,5 @@
 // kv_transfer_params: the vLLM NixlConnector handoff between a prefill and a
-// decode instance (DESIGN.md §8, reference/engine-interfaces.md §2).
+// decode instance (docs/design/principles.md, disaggregation, docs/design/engines.md).
 //
 // Request side (the router's prefill leg):
 //   {"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,

@@ -1,6 +1,6 @@
 // Renders an engine's state as its flavour's Prometheus text (the /metrics
 // or /prometheus/metrics body). Names, labels, HELP strings, bucket lists and
-// number formatting follow the real captures in reference/samples/ (vLLM V1,
+// number formatting follow the real captures in testdata/samples/ (vLLM V1,
 // SGLang, llama.cpp); the per-flavour golden lists in src/sim/testdata/ pin
 // them. MLX has no metrics endpoint: the renderer returns "".
 #pragma once

@@ -109,7 +109,7 @@ std::set<std::string> golden(const std::string& name) {
 }
 
 std::string capture(const std::string& file) {
-  return read_file(cgn::testing::shared_path("reference/samples/" + file));
+  return read_file(cgn::testing::sample_path(file));
 }
 
 // An engine that has served a little of everything.

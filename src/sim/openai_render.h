@@ -1,4 +1,4 @@
-// OpenAI-compatible response bodies shaped like vLLM's (reference/samples/
+// OpenAI-compatible response bodies shaped like vLLM's (testdata/samples/
 // vllm-chat-stream*.sse, vllm-chat-completion-tools-cached-tokens.json):
 // non-streaming chat/completions bodies, SSE chunks, embeddings. Pure
 // functions over the engine's Completion and token events; the HTTP shell

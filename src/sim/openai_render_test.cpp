@@ -17,7 +17,7 @@ namespace {
 using nlohmann::json;
 
 std::string read_sample(const std::string& name) {
-  std::ifstream f(cgn::testing::shared_path("reference/samples/" + name));
+  std::ifstream f(cgn::testing::sample_path(name));
   EXPECT_TRUE(f.good()) << name;
   std::stringstream ss;
   ss << f.rdbuf();

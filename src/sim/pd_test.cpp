@@ -20,7 +20,7 @@ EngineConfig named(std::string id, int port) {
   return c;
 }
 
-// The router's prefill leg (DESIGN.md §8): max_tokens 1, stream false, do_remote_decode.
+// The router's prefill leg (docs/design/principles.md): max_tokens 1, stream false, do_remote_decode.
 Request prefill_leg(const std::vector<TokenId>& prompt, std::string id) {
   Request r;
   r.external_id = std::move(id);

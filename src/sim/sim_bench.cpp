@@ -10,12 +10,11 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "bench_harness/workload.h"
 #include "sim/engine.h"
 #include "sim/sim_testing.h"
 #include "sim/tokenizer.h"
@@ -150,20 +149,17 @@ struct TraceRow {
 };
 
 std::vector<TraceRow> load_trace() {
-  const char* shared = std::getenv("CGN_SHARED_DIR");
-  std::string path = shared ? shared : "/work/shared";
-  path.append("/traces/conversation_trace.jsonl");
   std::vector<TraceRow> rows;
-  std::ifstream f(path);
-  std::string line;
-  while (std::getline(f, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded()) {
-      continue;
+  auto w = cgn::bench::load_mooncake_trace(cgn::bench::trace_path("conversation"));
+  if (!w.ok()) {
+    return rows;
+  }
+  for (const auto& r : w->requests) {
+    TraceRow row{r.arrival, r.input_tokens(), r.output_tokens, {}};
+    for (const auto& seg : r.segments) {
+      row.hash_ids.push_back(static_cast<uint32_t>(seg.block_id));
     }
-    rows.push_back({static_cast<Nanos>(j["timestamp"].get<int64_t>()) * kNanosPerMilli,
-                    j["input_length"].get<uint32_t>(), j["output_length"].get<uint32_t>(),
-                    j["hash_ids"].get<std::vector<uint32_t>>()});
+    rows.push_back(std::move(row));
   }
   return rows;
 }
@@ -187,7 +183,7 @@ std::vector<TokenId> trace_prompt(const TraceRow& r) {
 void BM_ReplayTrace16Engines(benchmark::State& state) {
   static const std::vector<TraceRow> rows = load_trace();
   if (rows.empty()) {
-    state.SkipWithError("conversation_trace.jsonl not found (set CGN_SHARED_DIR)");
+    state.SkipWithError(("cannot read " + cgn::bench::trace_path("conversation")).c_str());
     return;
   }
   const size_t n = std::min<size_t>(rows.size(), static_cast<size_t>(state.range(0)));

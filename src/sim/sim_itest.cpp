@@ -19,6 +19,8 @@
 #include <sstream>
 
 #include "core/http/client.h"
+#include "testing/capability.h"
+#include "testing/metrics_page.h"
 #include "testing/process.h"
 
 // GCC 12 -O1 + sanitizers: false -Wmismatched-new-delete on Asio coroutine
@@ -269,21 +271,6 @@ json chat(const std::string& content, uint32_t max_tokens = 4) {
           {"ignore_eos", true}};
 }
 
-// The value of the first sample line of `name` (with or without labels).
-std::optional<double> metric(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') {
-      continue;
-    }
-    if (line.compare(0, name.size(), name) == 0 && (line[name.size()] == '{' || line[name.size()] == ' ')) {
-      return std::stod(line.substr(line.rfind(' ') + 1));
-    }
-  }
-  return std::nullopt;
-}
-
 bool health_ok(uint16_t port, std::string_view path = "/health") {
   return call(port, http::Verb::get, std::string(path)).status == 200;
 }
@@ -403,11 +390,11 @@ TEST(EngineSim, MetricsMatchWhatWasServed) {
   }
   Reply m = get(s->port, "/metrics");
   ASSERT_EQ(m.status, 200u);
-  EXPECT_EQ(metric(m.body, "vllm:prompt_tokens_total"), prompt_tokens);
-  EXPECT_EQ(metric(m.body, "vllm:prefix_cache_hits_total"), cached);
+  EXPECT_EQ(testing::first_sample(m.body, "vllm:prompt_tokens_total"), prompt_tokens);
+  EXPECT_EQ(testing::first_sample(m.body, "vllm:prefix_cache_hits_total"), cached);
   EXPECT_GT(cached, 0);
-  EXPECT_EQ(metric(m.body, "vllm:generation_tokens_total"), 12.0);
-  EXPECT_EQ(metric(m.body, "vllm:num_requests_running"), 0.0);
+  EXPECT_EQ(testing::first_sample(m.body, "vllm:generation_tokens_total"), 12.0);
+  EXPECT_EQ(testing::first_sample(m.body, "vllm:num_requests_running"), 0.0);
   EXPECT_EQ(m.body.find("vllm:gpu_cache_usage_perc"), std::string::npos);
 
   auto d = Sim::flags({"--flavor", "vllm", "--model", "m", "--deprecated-metrics"});
@@ -434,7 +421,7 @@ std::pair<int, std::vector<std::string>> promtool(const std::string& text) {
 
 // promtool must accept the exposition: exit 0, or exit 3 (lint) where every
 // finding is the "should not contain ':'" one or one that promtool also
-// reports on the real engine's own capture (reference/samples/): the
+// reports on the real engine's own capture (testdata/samples/): the
 // simulator copies real names such as vllm:iteration_tokens_total (a
 // histogram named _total) and llamacpp:n_tokens_max (a counter without _total).
 void expect_promtool_accepts(const std::string& text, const std::string& what, const std::string& capture) {
@@ -445,7 +432,7 @@ void expect_promtool_accepts(const std::string& text, const std::string& what, c
   }
   std::vector<std::string> real;
   if (!capture.empty()) {
-    real = promtool(testing::read_file(testing::shared_path("reference/samples/" + capture))).second;
+    real = promtool(testing::read_file(testing::sample_path(capture))).second;
   }
   for (const auto& l : lines) {
     const bool colon = l.find("metric names should not contain ':'") != std::string::npos;
@@ -455,9 +442,7 @@ void expect_promtool_accepts(const std::string& text, const std::string& what, c
 }
 
 TEST(EngineSim, EveryFlavoursMetricsPassPromtool) {
-  if (access("/usr/bin/promtool", X_OK) != 0) {
-    GTEST_SKIP() << "promtool not installed";
-  }
+  CGN_REQUIRE_CAPABILITY(access("/usr/bin/promtool", X_OK) == 0, "promtool (Debian package prometheus)");
   for (const char* f : {"vllm", "sglang", "llamacpp", "trtllm", "mlx"}) {
     auto s = Sim::flags({"--flavor", f, "--model", "m", "--time-scale", "0.01"});
     for (int i = 0; i < 2; ++i) {

@@ -33,13 +33,13 @@ class Histogram {
 
 // Bucket lists as the engines declare them (checked against the captures).
 namespace buckets {
-// vLLM vllm/v1/metrics/loggers.py (reference/samples/vllm-v1-metrics.txt).
+// vLLM vllm/v1/metrics/loggers.py (testdata/samples/vllm-v1-metrics.txt).
 extern const std::array<double, 22> kVllmTtft;
 extern const std::array<double, 19> kVllmItl;          // also time_per_output_token
 extern const std::array<double, 21> kVllmRequestTime;  // e2e, queue, inference, prefill, decode
 extern const std::array<double, 13> kVllmIterationTokens;
 extern const std::array<double, 5> kVllmParamsN;
-// SGLang python/sglang/srt/metrics/collector.py (reference/samples/sglang-metrics.txt).
+// SGLang python/sglang/srt/metrics/collector.py (testdata/samples/sglang-metrics.txt).
 extern const std::array<double, 20> kSglangTtft;
 extern const std::array<double, 18> kSglangTpot;
 extern const std::array<double, 15> kSglangE2e;

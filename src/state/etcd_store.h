@@ -1,4 +1,4 @@
-// EtcdStore: the "etcd" state backend of the router (DESIGN.md §6, docs/architecture/etcd.md).
+// EtcdStore: the "etcd" state backend of the router (docs/design/principles.md, docs/architecture/etcd.md).
 // One PrefixMirror of the whole root (`/cognitora/`) gives one ordered stream of puts and deletes,
 // through etcd restarts and compaction; EtcdStateView turns it into NodeEvents:
 //

@@ -1,4 +1,4 @@
-// StateStore: where the router learns which nodes exist and how they are doing (DESIGN.md §6).
+// StateStore: where the router learns which nodes exist and how they are doing (docs/design/principles.md).
 // One small interface with one implementation per backend, registered by the name used in
 // cognitora.toml's `state_backend`: "static" (static_store.h, this folder), "etcd" and "gossip"
 // (later issues). The router never talks to a backend directly; it hands the store a sink and

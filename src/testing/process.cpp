@@ -96,13 +96,13 @@ std::string env_or(const char* name, const std::string& fallback) {
 }  // namespace
 
 std::string bin_path(const std::string& name) {
-  return env_or("CGN_BIN_DIR", "build/bin") + "/" + name;
+  return env_or("CGN_BIN_DIR", CGN_DEFAULT_BIN_DIR) + "/" + name;
 }
 std::string source_path(const std::string& rel) {
-  return env_or("CGN_SOURCE_DIR", ".") + "/" + rel;
+  return env_or("CGN_SOURCE_DIR", CGN_DEFAULT_SOURCE_DIR) + "/" + rel;
 }
-std::string shared_path(const std::string& rel) {
-  return env_or("CGN_SHARED_DIR", env_or("CGN_SOURCE_DIR", ".") + "/../shared") + "/" + rel;
+std::string sample_path(const std::string& name) {
+  return source_path("testdata/samples/" + name);
 }
 
 Process::Process(std::vector<std::string> argv, std::map<std::string, std::string> env, std::string log_path)

@@ -42,12 +42,12 @@ void write_file(const std::string& path, const std::string& content);
 // spawned, for tests that kill it.
 std::vector<pid_t> children_of(pid_t pid);
 
-// Path of a built binary (CGN_BIN_DIR from ctest, else ./build/bin).
+// Path of a built binary: $CGN_BIN_DIR, else the bin folder of the build this library is part of.
 std::string bin_path(const std::string& name);
-// Path inside the source tree (CGN_SOURCE_DIR from ctest).
+// Path inside the source tree: $CGN_SOURCE_DIR, else the tree this library was built from.
 std::string source_path(const std::string& rel);
-// Path inside ../shared (CGN_SHARED_DIR from ctest).
-std::string shared_path(const std::string& rel);
+// A captured engine or GPU-tool output in testdata/samples/ (see the README there).
+std::string sample_path(const std::string& name);
 
 // A child process in its own process group; killed (SIGKILL to the group) on destruction
 // unless it already exited. stdout and stderr go to a log file readable by the test.

@@ -1,4 +1,4 @@
-// Issue #6 end to end: a real etcd, the cgn-router binary with state_backend = "etcd", and two
+// The etcd state backend end to end: a real etcd, the cgn-router binary with state_backend = "etcd", and two
 // cgn-agent processes, each spawning cgn-engine-sim through a wrapper named like the engine
 // (`vllm`, `llama-server`) and publishing its node record and live KV prefixes on a lease.
 // Routing is observed through X-CGN-Node; every wait polls with a deadline.
@@ -15,6 +15,7 @@
 #include "state/etcd/etcd_client.h"
 #include "state/etcd/keys.h"
 #include "testing/etcd_server.h"
+#include "testing/metrics_page.h"
 #include "testing/process.h"
 
 namespace cgn {
@@ -29,11 +30,7 @@ using router::etcdtest::chat_body;
 using router::etcdtest::http_call;
 using router::etcdtest::long_prompt;
 
-// The value of an unlabelled series in Prometheus text, or -1 when absent.
-double metric_value(const std::string& text, const std::string& series) {
-  const auto pos = text.find("\n" + series + " ");
-  return pos == std::string::npos ? -1 : std::stod(text.substr(pos + series.size() + 2));
-}
+using cgn::testing::metric;
 
 using cgn::testing::children_of;
 
@@ -192,7 +189,7 @@ TEST_F(EtcdCluster, ForcedEvictionOnTheEngineStopsThePreferenceWithinOnePublishI
   double entries_before = 0;
   ASSERT_TRUE(wait_until(
       [&] {
-        entries_before = metric_value(metrics(), "cgn_router_prefix_index_entries");
+        entries_before = metric(metrics(), "cgn_router_prefix_index_entries");
         return entries_before >= static_cast<double>(d.size());
       },
       5s))
@@ -213,7 +210,7 @@ TEST_F(EtcdCluster, ForcedEvictionOnTheEngineStopsThePreferenceWithinOnePublishI
   // confirmed, so the index shrinks by at least the prompt's digests ...
   const bool dropped = wait_until(
       [&] {
-        return metric_value(metrics(), "cgn_router_prefix_index_entries") <=
+        return metric(metrics(), "cgn_router_prefix_index_entries") <=
                entries_before - static_cast<double>(d.size());
       },
       5s);
@@ -223,10 +220,10 @@ TEST_F(EtcdCluster, ForcedEvictionOnTheEngineStopsThePreferenceWithinOnePublishI
               router_ms);
   ASSERT_TRUE(dropped) << metrics();
   // ... and the next request for that prompt finds no overlap anywhere: node a is no longer preferred.
-  const double overlap_before = metric_value(metrics(), "cgn_router_prefix_overlap_ratio_sum");
+  const double overlap_before = metric(metrics(), "cgn_router_prefix_overlap_ratio_sum");
   auto probe = chat(body);
   ASSERT_EQ(probe.status, 200u) << probe.body;
-  EXPECT_LT(metric_value(metrics(), "cgn_router_prefix_overlap_ratio_sum") - overlap_before, 0.01);
+  EXPECT_LT(metric(metrics(), "cgn_router_prefix_overlap_ratio_sum") - overlap_before, 0.01);
   // The node keeps serving, and publishes again what it caches next.
   const std::string again = seed(body);
   EXPECT_FALSE(again.empty());

@@ -1,4 +1,4 @@
-// Issue #9 end to end: the gossip state backend with real processes on loopback and no etcd. A
+// End to end: the gossip state backend with real processes on loopback and no etcd. A
 // cgn-router (state_backend = "gossip") and three cgn-agents (state_backend = "gossip"), each
 // supervising cgn-engine-sim through a wrapper named like the engine (`vllm`), find each other over
 // UDP with a shared HMAC key. Tests: discovery and routing, an agent SIGKILLed and removed within
@@ -26,6 +26,8 @@
 
 #include "router/etcd_testing.h"
 #include "state/gossip/wire.h"
+#include "testing/capability.h"
+#include "testing/metrics_page.h"
 #include "testing/process.h"
 
 namespace cgn {
@@ -77,15 +79,8 @@ void send_udp(int port, const std::string& bytes) {
   ::close(fd);
 }
 
-// The value of one series in a Prometheus text page.
-std::optional<double> metric(const std::string& page, const std::string& series) {
-  for (size_t pos = 0; (pos = page.find(series + " ", pos)) != std::string::npos; pos += series.size()) {
-    if (pos == 0 || page[pos - 1] == '\n') {
-      return std::stod(page.substr(pos + series.size() + 1));
-    }
-  }
-  return std::nullopt;
-}
+using cgn::testing::count_or_zero;
+using cgn::testing::metric;
 
 std::set<std::string> nodes_up(const std::string& page) {
   std::set<std::string> out;
@@ -244,7 +239,7 @@ class GossipE2e : public ::testing::Test {
     auto post = [&] { return http_call(router_port_, "POST", "/v1/chat/completions", body); };
     return router_ns_.empty() ? post() : in_netns(router_ns_, post);
   }
-  double counter(const std::string& series) { return metric(metrics(), series).value_or(0.0); }
+  double counter(const std::string& series) { return count_or_zero(metrics(), series); }
 
   TempDir dir_;
   std::vector<std::string> seeds_;
@@ -269,8 +264,8 @@ TEST_F(GossipE2e, RouterDiscoversTheAgentsAndRoutesToThem) {
   // The router is a member without a record: it is not a node, and it sees every agent live.
   const std::string page = metrics();
   EXPECT_EQ(nodes_up(page).size(), 3u) << page;
-  EXPECT_GE(metric(page, "cgn_gossip_members{state=\"live\"}").value_or(0), 3.0) << page;
-  EXPECT_GT(metric(page, "cgn_gossip_packets_total{direction=\"in\"}").value_or(0), 0.0) << page;
+  EXPECT_GE(metric(page, "cgn_gossip_members{state=\"live\"}"), 3.0) << page;
+  EXPECT_GT(metric(page, "cgn_gossip_packets_total{direction=\"in\"}"), 0.0) << page;
 }
 
 // Agents gossip a new record version only when its content changes: an idle node's record grows
@@ -372,7 +367,7 @@ TEST_F(GossipE2e, IntrudersAndMalformedPacketsAreRejectedAndCounted) {
       [&] {
         const std::string p = metrics();
         for (const char* reason : {"auth", "bad_cluster", "magic", "version", "size", "malformed"}) {
-          if (metric(p, rej + reason + "\"}").value_or(0) < 1) {
+          if (!(count_or_zero(p, rej + reason + "\"}") >= 1)) {
             return false;
           }
         }
@@ -433,15 +428,7 @@ struct Netns {
 
 TEST_F(GossipE2e, PartitionBetweenNetworkNamespacesHealsAndConverges) {
   auto ns = std::make_unique<Netns>();
-  if (!ns->ok) {
-    const char* ci = std::getenv("CI");
-    if (ci != nullptr && std::string(ci) == "true") {
-      FAIL() << "cannot create network namespaces (ip netns + veth); CI=true requires this test to run (as "
-                "root)";
-    }
-    GTEST_SKIP()
-        << "partition test skipped: cannot create network namespaces here (needs root / CAP_NET_ADMIN)";
-  }
+  CGN_REQUIRE_CAPABILITY(ns->ok, "creating network namespaces (ip netns + veth; root or CAP_NET_ADMIN)");
   // Side A: the router and gpu-a; side B: gpu-b and gpu-c. Fresh namespaces: fixed ports.
   auto add = [&](const std::string& id, const std::string& host, const std::string& netns, int port,
                  int gport) {

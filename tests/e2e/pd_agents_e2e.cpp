@@ -1,4 +1,4 @@
-// Issue #7 end to end: disaggregated prefill/decode through the cgn-router binary and cgn-agent
+// End to end: disaggregated prefill/decode through the cgn-router binary and cgn-agent
 // processes, each spawning cgn-engine-sim through a wrapper named like the engine (`vllm`) in the
 // role its [engine] role says. The router lists the agents statically with `agent = "HOST:PORT"`
 // and no role: each node's role comes from its agent's node record (Agent.Health), and the
@@ -39,10 +39,9 @@ struct AgentNode {
     return s.is_object() ? s["running"].get<int>() + s["waiting"].get<int>() : -1;
   }
   double finished(std::string_view reason) const {
-    return sample(get(engine_port, "/metrics").body,
-                  "vllm:request_success_total{engine=\"0\",finished_reason=\"" + std::string(reason) +
-                      "\",model_name=\"m\"}")
-        .value_or(0);
+    return count_or_zero(get(engine_port, "/metrics").body,
+                         "vllm:request_success_total{engine=\"0\",finished_reason=\"" + std::string(reason) +
+                             "\",model_name=\"m\"}");
   }
   double finished_total() const { return finished("stop") + finished("length") + finished("abort"); }
 };
@@ -124,8 +123,9 @@ class PdAgents : public ::testing::Test {
 
   void prefill_node_dies_mid_leg(bool kill_agent, const std::string& retry_reason);
 
+  // NaN when the router does not expose `series` (testing/metrics_page.h).
   double metric(const std::string& series) const {
-    return sample(get(port_, "/metrics").body, series).value_or(0.0);
+    return cgn::testing::metric(get(port_, "/metrics").body, series);
   }
 
   TempDir dir_;
@@ -309,7 +309,9 @@ TEST_F(PdAgents, AClientThatLeavesDuringThePrefillLegCancelsItAndNoDecodeLegIsSe
   // No decode leg: the decode engine never saw a request and the router counted none.
   EXPECT_EQ(d.finished_total(), 0.0);
   EXPECT_EQ(d.busy(), 0);
-  EXPECT_EQ(metric("cgn_router_pd_legs_total{model=\"m\",leg=\"decode\",outcome=\"pull\"}"), 0.0);
+  EXPECT_EQ(count_or_zero(get(port_, "/metrics").body,
+                          "cgn_router_pd_legs_total{model=\"m\",leg=\"decode\",outcome=\"pull\"}"),
+            0.0);
   EXPECT_EQ(metric("cgn_router_pd_legs_total{model=\"m\",leg=\"prefill\",outcome=\"cancelled\"}"), 1.0);
   EXPECT_TRUE(wait_until(
       [&] { return metric("cgn_router_requests_total{model=\"m\",endpoint=\"chat\",code=\"499\"}") == 1.0; },

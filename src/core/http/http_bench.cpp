@@ -23,6 +23,7 @@
 #include "core/http/client.h"
 #include "core/http/server.h"
 #include "core/http/sse.h"
+#include "testing/process.h"
 
 namespace cgn::http {
 namespace {
@@ -203,13 +204,7 @@ BENCHMARK(BM_SseStreamLoopback)->UseRealTime();
 // SSE parser
 
 std::string capture() {
-  const char* shared = std::getenv("CGN_SHARED_DIR");
-  const std::string path =
-      std::string(shared ? shared : "../shared") + "/reference/samples/vllm-chat-stream-include-usage.sse";
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string one = ss.str();
+  std::string one = cgn::testing::read_file(cgn::testing::sample_path("vllm-chat-stream-include-usage.sse"));
   if (one.empty()) {
     one = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n";
   }

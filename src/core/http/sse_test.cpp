@@ -202,8 +202,7 @@ TEST(SseWriter, comment_is_ignored_by_parser) {
 TEST(SseParser, parses_real_engine_captures) {
   for (const char* name : {"vllm-chat-stream.sse", "vllm-chat-stream-tools.sse",
                            "vllm-chat-stream-include-usage.sse", "llamacpp-chat-stream-usage-tail.sse"}) {
-    const std::string text =
-        cgn::testing::read_file(cgn::testing::shared_path(std::string("reference/samples/") + name));
+    const std::string text = cgn::testing::read_file(cgn::testing::sample_path(name));
     ASSERT_FALSE(text.empty()) << name;
     // Expected: blocks that end in a blank line and hold a data line. A final
     // block without its blank line is incomplete and is not dispatched.

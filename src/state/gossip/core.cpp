@@ -333,7 +333,8 @@ std::vector<NodeDelta> GossipCore::make_delta(const Digest& peer, size_t budget)
       }
     }
   }
-  // Our own state first; the rest in random order so that no member starves (chitchat #119).
+  // Our own state first; the rest in random order so that no member starves (quickwit-oss/chitchat
+  // issue 119).
   std::shuffle(cands.begin(), cands.end(), rng_);
   std::stable_partition(cands.begin(), cands.end(),
                         [&](const Candidate& c) { return c.m->name == options_.name; });

@@ -1,5 +1,5 @@
-// GossipCore: the scuttlebutt protocol with no sockets and no clock of its own (issue #9,
-// docs/architecture/gossip.md). The UDP node (udp_node.h) feeds it datagrams and timer ticks;
+// GossipCore: the scuttlebutt protocol with no sockets and no clock of its own
+// (docs/architecture/gossip.md). The UDP node (udp_node.h) feeds it datagrams and timer ticks;
 // tests and the benchmark drive many cores in one process with explicit time.
 //
 // Every member owns a set of versioned key-values (one version counter per member, bumped by each

@@ -1,4 +1,4 @@
-// Gossip benchmark (issue #9): N simulated members in one process on an in-memory network with
+// Gossip benchmark: N simulated members in one process on an in-memory network with
 // explicit time; every member ticks on its own phase of the 500 ms round, datagrams arrive
 // instantly. Reports, per cluster size:
 //   join      time until every member knows every other member (from 3 seeds)

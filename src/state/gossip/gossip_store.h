@@ -1,4 +1,4 @@
-// The "gossip" state backend (DESIGN.md §6, docs/architecture/gossip.md).
+// The "gossip" state backend (docs/design/principles.md, docs/architecture/gossip.md).
 //
 // GossipStore: the router's side. It joins the cluster as a member without a record and, every
 // `reconcile_interval` (2.5 s), turns the live members that carry a node record (key "record",
