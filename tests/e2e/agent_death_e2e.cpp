@@ -74,7 +74,9 @@ class AgentDeath : public ::testing::Test {
     std::string toml =
         "[router]\nlisten = \"127.0.0.1:0\"\npolicy = \"kv\"\n"
         "[router.timeouts]\nhealth_interval_ms = 60000\nconnect_ms = 1000\nfirst_token_ms = 120000\n"
-        "shutdown_grace_ms = 0\n";
+        "shutdown_grace_ms = 0\n"
+        // Polls a minute apart would make every node stale under the default 30 s bound.
+        "[router.routing]\nmax_staleness_ms = 0\n";
     for (const AgentNode* a : {&a_, &b_}) {
       toml += "[[router.nodes]]\nname = \"" + a->id +
               "\"\nurl = \"http://127.0.0.1:" + std::to_string(a->port) +
