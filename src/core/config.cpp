@@ -40,6 +40,7 @@ void read_timeouts(TableReader& r, TimeoutsConfig& c) {
   r.get("shutdown_grace_ms", c.shutdown_grace_ms, {0, 86'400'000});
   r.get("health_interval_ms", c.health_interval_ms, {10, 3'600'000});
   r.get("continue_ms", c.continue_ms, {0, 86'400'000});
+  r.get("passive_retry_ms", c.passive_retry_ms, {10, 3'600'000});
 }
 
 void read_weights(TableReader& r, ScoreWeights& c) {
@@ -481,7 +482,8 @@ std::string dump_config(const CognitoraConfig& c) {
                        {"request_ms", r.timeouts.request_ms},
                        {"shutdown_grace_ms", r.timeouts.shutdown_grace_ms},
                        {"health_interval_ms", r.timeouts.health_interval_ms},
-                       {"continue_ms", r.timeouts.continue_ms}};
+                       {"continue_ms", r.timeouts.continue_ms},
+                       {"passive_retry_ms", r.timeouts.passive_retry_ms}};
   const ScoreWeights& w = r.routing.weights;
   toml::table weights{{"prefill_ms_per_block", w.prefill_ms_per_block},
                       {"queue_ms_per_request", w.queue_ms_per_request},

@@ -53,6 +53,10 @@ struct TimeoutsConfig {
   // Agents only: the body waits for the agent's "100 Continue"; none within this is a failed
   // connect (the request goes elsewhere). 0: no Expect: 100-continue.
   uint32_t continue_ms = 2000;
+  // A node taken out of routing because it refused a connection (or sent no "100 Continue") is
+  // tried again after this long. Polled (static) nodes come back sooner when a poll answers;
+  // etcd and gossip nodes, which are not polled, rely on this.
+  uint32_t passive_retry_ms = 5000;
 };
 
 // [router.routing.weights]: the TTFT estimate (docs/design/principles.md), all in milliseconds.

@@ -234,11 +234,7 @@ asio::awaitable<PdRouter::Leg> PdRouter::prefill(http::Exchange& ex, const http:
       last_error = t.node + ": " + res.error().message;
       last_timeout = code == http::HttpError::timeout;
       if (code == http::HttpError::connect_failed) {
-        // Passive health, as for any attempt: the node leaves routing until a poll says otherwise.
-        std::lock_guard lock(g_.core_mu_);
-        routing::NodeUpdate u;
-        u.health = routing::Health::kUnhealthy;
-        (void)g_.core_.upsert_node(t.node, u, routing::UpdateSource::kScrape);
+        g_.mark_refused(t.node);  // passive health, as for any attempt
       }
       const AttemptFailure f = failure_of(code);
       gave_up = !leg.retries.allows_retry_after(f);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "router/etcd_testing.h"
+#include "router/fake_engine.h"
 #include "router/gateway.h"
 #include "router/state_backend.h"
 #include "state/etcd/etcd_client.h"
@@ -47,11 +48,13 @@ class EtcdBackend : public ::testing::Test {
   }
 
   void start_gateway(const std::string& policy = "kv",
-                     uint32_t max_staleness_ms = config::RoutingConfig{}.max_staleness_ms) {
+                     uint32_t max_staleness_ms = config::RoutingConfig{}.max_staleness_ms,
+                     uint32_t passive_retry_ms = config::TimeoutsConfig{}.passive_retry_ms) {
     config::CognitoraConfig cfg;
     cfg.router.listen = "127.0.0.1:0";
     cfg.router.policy = policy;
     cfg.router.routing.max_staleness_ms = max_staleness_ms;
+    cfg.router.timeouts.passive_retry_ms = passive_retry_ms;
     cfg.router.state_backend = "etcd";
     cfg.state.etcd.endpoints = {"http://" + etcd_.endpoint()};
     auto store = make_state_store(cfg, 1000ms);
@@ -165,6 +168,29 @@ TEST_F(EtcdBackend, AnIdleClusterKeepsServingPastMaxStaleness) {
   // The lease ending is what takes them out.
   ASSERT_TRUE(admin_->lease_revoke(lease->id).ok());
   ASSERT_TRUE(wait_until([&] { return gateway_->known_nodes() == 0; }, 5s));
+}
+
+// An etcd node is never polled: a node that refused one connection (an agent restarting, a
+// blip) used to stay out of routing until its record changed, which on an idle node is never.
+TEST_F(EtcdBackend, ANodeThatRefusedAConnectionIsTriedAgainAfterPassiveRetry) {
+  const auto port = static_cast<uint16_t>(cgn::testing::free_port());
+  start_gateway("round_robin", config::RoutingConfig{}.max_staleness_ms, 300);
+  put("/cognitora/nodes/a", record_json("a", a_->port()));
+  put("/cognitora/nodes/c", record_json("c", port));  // nothing listens there yet
+  ASSERT_TRUE(wait_until([&] { return gateway_->healthy_nodes() == 2; }, 5s));
+  // Round robin reaches c within a few requests; its refusal takes it out of routing.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        EXPECT_EQ(chat(chat_body("m", "refused")).status, 200u);  // failed over to a
+        return gateway_->healthy_nodes() == 1;
+      },
+      10s));
+  cgn::router::testing::FakeEngine c("c", {"m"}, "127.0.0.1", port);
+  ASSERT_EQ(c.start(), port);
+  // Nothing about c changes in etcd: only passive_retry_ms lets it back in.
+  ASSERT_TRUE(wait_until([&] { return gateway_->healthy_nodes() == 2; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return chat(chat_body("m", "back")).node == "c"; }, 10s));
+  EXPECT_GE(c.generations.load(), 1);
 }
 
 TEST_F(EtcdBackend, LivePrefixesSteerRoutingAndTheirDeletionMovesIt) {

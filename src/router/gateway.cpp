@@ -604,11 +604,7 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
       last_error = stream.error().code;
       last_error_text = up.node + ": " + stream.error().message;
       if (last_error == HttpError::connect_failed) {
-        // Passive health: a node that refuses connections leaves routing until a poll says otherwise.
-        std::lock_guard lock(g_.core_mu_);
-        routing::NodeUpdate u;
-        u.health = routing::Health::kUnhealthy;
-        (void)g_.core_.upsert_node(up.node, u, routing::UpdateSource::kScrape);
+        g_.mark_refused(up.node);
       }
       retry_after(failure_of(last_error));
       continue;
@@ -1091,16 +1087,64 @@ void Gateway::refresh_cluster_metrics() {
   metrics_.refresh_cluster(snap, tpw);
 }
 
+void Gateway::mark_refused(std::string_view node) {
+  std::lock_guard lock(core_mu_);
+  routing::NodeUpdate u;
+  u.health = routing::Health::kUnhealthy;
+  (void)core_.upsert_node(node, u, routing::UpdateSource::kScrape);
+  if (auto it = nodes_.find(node); it != nodes_.end()) {
+    it->second.refused_at = std::chrono::steady_clock::now();
+  }
+}
+
+void Gateway::readmit_refused() {
+  const auto retry = std::chrono::milliseconds(options_.router.timeouts.passive_retry_ms);
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::string> back;
+  {
+    std::lock_guard lock(core_mu_);
+    for (auto& [name, info] : nodes_) {
+      if (!info.refused_at || now - *info.refused_at < retry) {
+        continue;
+      }
+      info.refused_at.reset();
+      const auto* st = core_.node(info.index);
+      // Only a verdict of our own is lifted: a poll or a record that says unhealthy stands.
+      if (st != nullptr && st->health == routing::Health::kUnhealthy &&
+          st->last_source == routing::UpdateSource::kScrape) {
+        routing::NodeUpdate u;
+        u.health = routing::Health::kHealthy;
+        (void)core_.upsert_node(name, u, routing::UpdateSource::kScrape);
+        back.push_back(name);
+      }
+    }
+  }
+  for (const auto& name : back) {
+    CGN_LOG_INFO(logger(), "node back in routing after refusing a connection", log::kv("node", name),
+                 log::kv("after_ms", options_.router.timeouts.passive_retry_ms));
+  }
+}
+
 void Gateway::maintenance_loop() {
+  // Wakes at least every passive_retry_ms (for readmit_refused); refreshes the mirror every
+  // mirror_interval or when asked to.
+  const auto tick = std::min<std::chrono::milliseconds>(
+      options_.mirror_interval, std::chrono::milliseconds(options_.router.timeouts.passive_retry_ms));
+  auto last_mirror = std::chrono::steady_clock::now();
   std::unique_lock lock(maint_mu_);
   while (!maint_stop_) {
-    maint_cv_.wait_for(lock, options_.mirror_interval, [this] { return maint_stop_ || maint_refresh_now_; });
+    maint_cv_.wait_for(lock, tick, [this] { return maint_stop_ || maint_refresh_now_; });
     if (maint_stop_) {
       break;
     }
+    const bool refresh_now = maint_refresh_now_;
     maint_refresh_now_ = false;
     lock.unlock();
-    refresh_cluster_metrics();
+    readmit_refused();
+    if (refresh_now || std::chrono::steady_clock::now() - last_mirror >= options_.mirror_interval) {
+      refresh_cluster_metrics();
+      last_mirror = std::chrono::steady_clock::now();
+    }
     lock.lock();
   }
 }

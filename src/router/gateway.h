@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -107,6 +108,9 @@ class Gateway {
     std::string name;
     state::NodeEndpoint endpoint;
     routing::NodeIndex index = routing::kNoNode;
+    // Set when the node refused a connection and left routing (passive health); cleared when it
+    // is let back in after [router.timeouts] passive_retry_ms.
+    std::optional<std::chrono::steady_clock::time_point> refused_at;
   };
 
  private:
@@ -119,6 +123,12 @@ class Gateway {
   // Returns true when it handled `ev` (anything but kUpsert / kRemove).
   bool apply_state_event(const state::NodeEvent& ev);
   void maintenance_loop();
+  // Passive health. mark_refused: `node` refused a connection (or sent no "100 Continue"); it
+  // leaves routing now. readmit_refused: nodes marked longer than passive_retry_ms ago go back
+  // into routing, so an etcd or gossip node (never polled) is not lost to one refusal; the next
+  // request tries it and marks it again if it still refuses. Both take core_mu_.
+  void mark_refused(std::string_view node);
+  void readmit_refused();
   void log_stale_nodes(const std::vector<NodeSnapshot>& snap);
 
   GatewayOptions options_;
