@@ -307,6 +307,9 @@ class Fleet:
         family("cgn_router_retries_total", "counter", "Requests retried on another node, by reason.")
         for (m, r), v in sorted(self.retries.items()):
             sample("cgn_router_retries_total", [("model", m), ("reason", r)], math.floor(v))
+        family("cgn_router_rejections_total", "counter",
+               "Requests refused at intake (bad key, caps, fields only Cognitora sets), by reason.")
+        sample("cgn_router_rejections_total", [("reason", "auth")], 0)
         family("cgn_router_federation_forwards_total", "counter", "Requests forwarded to a peer cluster.")
         for (m, p), v in sorted(self.forwards.items()):
             sample("cgn_router_federation_forwards_total", [("model", m), ("peer", p)], math.floor(v))

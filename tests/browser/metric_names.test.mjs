@@ -38,8 +38,14 @@ const eventOnly = new Map([
   ["cgn_router_admission_rejections_total", "no admission caps in that run"],
   ["cgn_router_pd_legs_total", "no prefill/decode nodes in that run"],
   ["cgn_router_retries_total", "no upstream failure in that run"],
+  ["cgn_router_rejections_total", "no request refused at intake in that run"],
   ["cgn_router_federation_forwards_total", "no federation peers in that run"],
   ["cgn_router_state_events_total", "static nodes, no state backend events"],
+  // Unknown power is absent, never 0 W: the simulators report no power, so these have no sample.
+  ["cgn_cluster_node_power_watts", "no node reports power in that run"],
+  ["cgn_cluster_power_watts_total", "no node reports power in that run"],
+  ["cgn_cluster_tokens_per_watt", "no node reports power in that run"],
+  ["cgn_cluster_node_watt_limit", "no node reports a power limit in that run"],
 ]);
 
 // The label names a sample carries, without the histogram's le.
