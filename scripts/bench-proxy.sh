@@ -221,7 +221,10 @@ for i in $(seq 1 "$RUNS"); do
 done
 if [[ -n ${BASE_BIN:-} ]]; then
   stop_pid "$PID_base"
-  python3 - "$RAW" <<'EOF'
+  # The A/B summary, stamped, beside the raw runs (proxy-ab.md).
+  { echo "# Router against a base router (closed loop, alternating runs)"; echo
+    provenance "BASE_BIN=$BASE_BIN CLOSED_ONLY=${CLOSED_ONLY:-0} $CMD"; echo; } >"$RESULT_DIR/proxy-ab.md"
+  python3 - "$RAW" <<'EOF' | tee -a "$RESULT_DIR/proxy-ab.md"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 med = {p: statistics.median(r["result"]["rps"] for r in rows if r["label"] == "closed_" + p)
