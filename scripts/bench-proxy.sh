@@ -19,7 +19,8 @@ BUILD_DIR=${1:-build}
 BIN=$ROOT/$BUILD_DIR/bin
 source scripts/lib/results.sh
 if [ -n "${RESULT_DIR:-}" ]; then
-  refuse_overwrite "$RESULT_DIR/proxy.md" "$RESULT_DIR/proxy-raw.jsonl"
+  refuse_overwrite "$RESULT_DIR/proxy.md" "$RESULT_DIR/proxy-raw.jsonl" "$RESULT_DIR/proxy-ab.md"
+  mkdir -p "$RESULT_DIR"
 else
   RESULT_DIR=$(new_results_dir)
 fi
