@@ -29,7 +29,7 @@ for bad in "traces in ../$sibling/traces" "path /work/$sibling/x" 'see /home/ali
     fails=1
   fi
 done
-printf '/work/shared in an old report\n' >"$tmp/repo/bench/results/2020-01-01/report.md"
+printf '/work/%s in an old report\n' "$sibling" >"$tmp/repo/bench/results/2020-01-01/report.md"
 rm "$tmp/repo/docs/bad.md"
 if lint; then
   echo "FAIL: a machine path under bench/results was not rejected"
