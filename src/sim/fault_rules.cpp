@@ -2,6 +2,8 @@
 
 #include <fstream>
 
+#include "core/text.h"
+
 namespace cgn::sim {
 
 namespace {
@@ -9,16 +11,6 @@ namespace {
 bool pattern_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
          c == '.' || c == ':' || c == '@';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
 }
 
 }  // namespace
@@ -39,7 +31,7 @@ Result<FaultRules, FaultError> FaultRules::parse(std::string_view text, std::str
     if (raw.size() > kMaxFaultRuleLineBytes) {
       return make_error(FaultError::kTooLong, where + "line longer than 2048 bytes");
     }
-    const std::string_view line = trim(raw);
+    const std::string_view line = text::trim(raw, " \t\r");
     if (line.empty() || line.front() == '#') {
       continue;
     }
@@ -48,7 +40,8 @@ Result<FaultRules, FaultError> FaultRules::parse(std::string_view text, std::str
     }
     const size_t sp = line.find_first_of(" \t");
     const std::string_view match = line.substr(0, sp);
-    const std::string_view spec = sp == std::string_view::npos ? std::string_view() : trim(line.substr(sp));
+    const std::string_view spec =
+        sp == std::string_view::npos ? std::string_view() : text::trim(line.substr(sp), " \t\r");
     FaultRule rule;
     std::string_view pattern;
     if (match.starts_with("prompt:")) {

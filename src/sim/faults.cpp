@@ -2,21 +2,12 @@
 
 #include <charconv>
 
+#include "core/text.h"
 #include "sim/tokenizer.h"
 
 namespace cgn::sim {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 bool parse_u32(std::string_view s, uint32_t& out) {
   if (s.empty() || s.size() > 9) {
@@ -59,7 +50,7 @@ Result<FaultPlan, FaultError> parse_fault_spec(std::string_view spec, bool from_
   size_t items = 0;
   while (!spec.empty()) {
     const size_t comma = spec.find(',');
-    const std::string_view item = trim(spec.substr(0, comma));
+    const std::string_view item = text::trim(spec.substr(0, comma));
     spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
     if (item.empty()) {
       continue;
@@ -68,9 +59,9 @@ Result<FaultPlan, FaultError> parse_fault_spec(std::string_view spec, bool from_
       return make_error(FaultError::kTooLong, "fault spec has more than 16 items");
     }
     const size_t eq = item.find('=');
-    const std::string_view key = trim(item.substr(0, eq));
+    const std::string_view key = text::trim(item.substr(0, eq));
     const std::string_view val =
-        eq == std::string_view::npos ? std::string_view() : trim(item.substr(eq + 1));
+        eq == std::string_view::npos ? std::string_view() : text::trim(item.substr(eq + 1));
     if (key == "error") {
       uint32_t st = 0;
       if (!parse_u32(val, st) || (st != 429 && st != 500 && st != 503)) {

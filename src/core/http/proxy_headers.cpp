@@ -2,6 +2,8 @@
 
 #include <boost/beast/core/string.hpp>
 
+#include "core/text.h"
+
 namespace cgn::http {
 
 namespace {
@@ -10,16 +12,6 @@ using boost::beast::iequals;
 
 bool istarts_with(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
 }
 
 constexpr std::string_view kHopByHop[] = {"connection",
@@ -51,7 +43,7 @@ bool named_in_connection(const Fields& fields, std::string_view name) {
     std::string_view list = it->value();
     while (!list.empty()) {
       const size_t comma = list.find(',');
-      if (iequals(trim(list.substr(0, comma)), name)) {
+      if (iequals(text::trim(list.substr(0, comma)), name)) {
         return true;
       }
       list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
