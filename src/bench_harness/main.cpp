@@ -58,6 +58,10 @@ int main(int argc, char** argv) {
   sim->add_option("-n,--nodes", nodes,
                   "simulated engines (default 16 for traces, 8 for presets, 4 with --quick)");
   sim->add_option("--limit", limit, "replay only the first N requests (0 = all)");
+  std::string sessions = "all";
+  sim->add_option("--sessions", sessions,
+                  "all | even | odd: the held-out split (sessions numbered by first request; "
+                  "defaults are tuned on even, reported on odd)");
   sim->add_option("--seed", seed, "routing RNG and synthetic workload seed");
   sim->add_option("-j,--jobs", jobs, "runs in parallel (results do not depend on it)");
   sim->add_option("--levels", levels, "round_robin-equivalent utilisations (default 0.5 0.85 1.0)");
@@ -127,7 +131,12 @@ int main(int argc, char** argv) {
     w = cgn::bench::make_shared_prefix(*preset, seed);
     nodes = nodes == 0 ? 8 : nodes;
   }
-  w = cgn::bench::take_first(w, limit);
+  const auto half = cgn::bench::parse_session_half(sessions);
+  if (!half.ok()) {
+    std::fprintf(stderr, "cgn-bench: --sessions: %s\n", half.error().message.c_str());
+    return 2;
+  }
+  w = cgn::bench::take_first(cgn::bench::session_half(w, *half), limit);
 
   cgn::bench::ClusterConfig cc;
   cc.nodes = nodes;
@@ -177,6 +186,9 @@ int main(int argc, char** argv) {
   if (!out_json.empty()) {
     auto j = cgn::bench::to_json(r);
     j["routing_defaults"] = !diagnostic;
+    j["sessions"] = sessions;
+    j["weights"] = {{"prefill_tokens_per_s", cc.routing.weights.prefill_tokens_per_s},
+                    {"uncached_weight", cc.routing.weights.uncached_weight}};
     std::ofstream(out_json) << j.dump(2) << "\n";
   }
   return 0;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "sim/tokenizer.h"
 
@@ -269,6 +270,37 @@ Workload take_first(const Workload& w, size_t n) {
   out.salt = w.salt;
   const size_t k = (n == 0 || n > w.requests.size()) ? w.requests.size() : n;
   out.requests.assign(w.requests.begin(), w.requests.begin() + static_cast<std::ptrdiff_t>(k));
+  return out;
+}
+
+Result<SessionHalf, TraceError> parse_session_half(std::string_view name) {
+  if (name == "all") {
+    return SessionHalf::kAll;
+  }
+  if (name == "even") {
+    return SessionHalf::kEven;
+  }
+  if (name == "odd") {
+    return SessionHalf::kOdd;
+  }
+  return make_error(TraceError::kParse, fmt::format("unknown session half '{}' (all | even | odd)", name));
+}
+
+Workload session_half(const Workload& w, SessionHalf half) {
+  if (half == SessionHalf::kAll) {
+    return w;
+  }
+  const size_t keep = half == SessionHalf::kEven ? 0 : 1;
+  Workload out;
+  out.name = w.name + (half == SessionHalf::kEven ? " (even sessions)" : " (odd sessions)");
+  out.salt = w.salt;
+  std::unordered_map<std::string, size_t> number;  // session_key -> order of first appearance
+  for (const WorkRequest& r : w.requests) {
+    const auto [it, added] = number.try_emplace(r.session_key, number.size());
+    if (it->second % 2 == keep) {
+      out.requests.push_back(r);
+    }
+  }
   return out;
 }
 

@@ -95,6 +95,15 @@ Workload make_shared_prefix(const SharedPrefixPreset& preset, uint64_t seed);
 // The first n requests (all when n is 0 or larger than the workload).
 Workload take_first(const Workload& w, size_t n);
 
+// The held-out split, defined here once. Sessions (session_key) are numbered 0, 1, 2, ... in
+// the order of their first request; kEven keeps the requests of even-numbered sessions, kOdd
+// those of odd-numbered ones, so a session never straddles the halves. Routing defaults are
+// chosen on the even half (scripts/bench-tune.sh) and reported on the odd half beside the whole
+// trace (scripts/bench-report.sh). Arrival times are kept; the name says which half.
+enum class SessionHalf { kAll, kEven, kOdd };
+Result<SessionHalf, TraceError> parse_session_half(std::string_view name);  // all | even | odd
+Workload session_half(const Workload& w, SessionHalf half);
+
 }  // namespace cgn::bench
 
 namespace cgn::bench {

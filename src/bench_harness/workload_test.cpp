@@ -171,6 +171,59 @@ TEST(MooncakeTrace, BundledTracesLoad) {
   EXPECT_EQ(syn->requests.size(), 3993u);
 }
 
+TEST(SessionHalf, SplitsWholeSessionsByOrderOfFirstRequest) {
+  // Sessions in order of first request: "0-1" (#0), "0-2" (#1), "0-3" (#2); "0-1" returns last.
+  const std::string text =
+      "{\"timestamp\": 0, \"input_length\": 1024, \"output_length\": 1, \"hash_ids\": [0, 1]}\n"
+      "{\"timestamp\": 1, \"input_length\": 1024, \"output_length\": 1, \"hash_ids\": [0, 2]}\n"
+      "{\"timestamp\": 2, \"input_length\": 1024, \"output_length\": 1, \"hash_ids\": [0, 3]}\n"
+      "{\"timestamp\": 3, \"input_length\": 1536, \"output_length\": 1, \"hash_ids\": [0, 1, 4]}\n";
+  auto w = parse_mooncake_trace(text, "t");
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  const Workload even = session_half(*w, SessionHalf::kEven);
+  const Workload odd = session_half(*w, SessionHalf::kOdd);
+  ASSERT_EQ(even.requests.size(), 3u);
+  EXPECT_EQ(even.requests[0].session_key, "0-1");
+  EXPECT_EQ(even.requests[1].session_key, "0-3");
+  EXPECT_EQ(even.requests[2].session_key, "0-1");
+  EXPECT_EQ(even.requests[2].arrival, 3 * kNanosPerMilli);  // arrivals are kept
+  ASSERT_EQ(odd.requests.size(), 1u);
+  EXPECT_EQ(odd.requests[0].session_key, "0-2");
+  EXPECT_EQ(session_half(*w, SessionHalf::kAll).requests.size(), 4u);
+  EXPECT_NE(even.name, odd.name);
+  EXPECT_EQ(even.salt, w->salt);  // same text for the same blocks
+}
+
+TEST(SessionHalf, ParsesItsNamesAndRejectsOthers) {
+  EXPECT_EQ(*parse_session_half("all"), SessionHalf::kAll);
+  EXPECT_EQ(*parse_session_half("even"), SessionHalf::kEven);
+  EXPECT_EQ(*parse_session_half("odd"), SessionHalf::kOdd);
+  const auto bad = parse_session_half("Odd");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("all | even | odd"), std::string::npos);
+}
+
+TEST(SessionHalf, TheConversationTraceSplitsIntoTwoDisjointHalvesOfSimilarSize) {
+  auto conv = load_mooncake_trace(trace_path("conversation"));
+  ASSERT_TRUE(conv.ok()) << conv.error().message;
+  const Workload even = session_half(*conv, SessionHalf::kEven);
+  const Workload odd = session_half(*conv, SessionHalf::kOdd);
+  EXPECT_EQ(even.requests.size() + odd.requests.size(), conv->requests.size());
+  std::map<std::string, int> side;
+  for (const WorkRequest& r : even.requests) {
+    side[r.session_key] |= 1;
+  }
+  for (const WorkRequest& r : odd.requests) {
+    side[r.session_key] |= 2;
+  }
+  for (const auto& [key, s] : side) {
+    EXPECT_NE(s, 3) << "session " << key << " is in both halves";
+  }
+  const double share = static_cast<double>(even.requests.size()) / static_cast<double>(conv->requests.size());
+  EXPECT_GT(share, 0.35);
+  EXPECT_LT(share, 0.65);
+}
+
 TEST(SharedPrefix, TenantsShareTheSystemPromptAndTurnsExtendThePreviousPrompt) {
   auto p = shared_prefix_preset("small");
   ASSERT_TRUE(p.ok());
