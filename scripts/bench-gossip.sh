@@ -23,6 +23,7 @@ else
   RESULT_DIR=$(new_results_dir)
 fi
 cmd="SIZES=$SIZES scripts/bench-gossip.sh $BUILD_DIR"
+prov=$(provenance "$cmd")  # the revision and load when the run starts
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 echo "bench-gossip: $SIZES simulated members (progress on stderr)"
@@ -31,7 +32,7 @@ start=$(date +%s)
 {
   echo "# Gossip state backend: simulated members"
   echo
-  provenance "$cmd"
+  echo "$prov"
   echo "- Wall time: $(($(date +%s) - start)) s"
   echo
   echo "\`bench_state_gossip --sizes $SIZES --markdown\`: members in one process on an in-memory network"

@@ -25,6 +25,7 @@ else
   RESULT_DIR=$(new_results_dir)
 fi
 CMD="RUNS=${RUNS:-5} DURATION=${DURATION:-5} HOLD_STREAMS=${HOLD_STREAMS:-10000} scripts/bench-proxy.sh $BUILD_DIR"
+PROVENANCE=$(provenance "$CMD")  # the revision and load when the run starts
 RUNS=${RUNS:-5}
 WARMUP=${WARMUP:-1}
 DURATION=${DURATION:-5}
@@ -311,7 +312,7 @@ stop_pid "$PID_hold"
 # --- report --------------------------------------------------------------------------------------
 mkdir -p "$RESULT_DIR"
 cp "$RAW" "$RESULT_DIR/proxy-raw.jsonl"
-provenance "$CMD" >"$WORK/provenance.md"
+echo "$PROVENANCE" >"$WORK/provenance.md"
 python3 - "$RAW" "$RESULT_DIR/proxy.md" "$WORK/provenance.md" <<EOF
 import json, statistics, sys, platform, subprocess
 rows = [json.loads(l) for l in open(sys.argv[1])]

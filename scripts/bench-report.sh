@@ -24,6 +24,7 @@ else
   OUT=$(new_results_dir)
 fi
 COMMAND="OUT=$OUT JOBS=${JOBS:-$(nproc)} LEVELS=\"${LEVELS:-0.5 0.85 1.0}\" LIMIT=${LIMIT:-0} LIVE=${LIVE:-1} PLOTS=${PLOTS:-1} scripts/bench-report.sh $BUILD_DIR"
+PROVENANCE=$(provenance "$COMMAND")  # the revision and load when the run starts
 JOBS=${JOBS:-$(nproc)}
 LEVELS=${LEVELS:-0.5 0.85 1.0}
 read -r -a level_args <<<"$LEVELS"
@@ -137,7 +138,7 @@ demote() { sed -e 's/^###/####/' "$1"; }
   echo "$(nproc) cores ($cpu), \`-j $JOBS\`, in **${total_s} s wall** (load average at the end: $loadavg)."
   echo "Definitions of every column: [docs/benchmarks.md](../../../docs/benchmarks.md)."
   echo
-  provenance "$COMMAND"
+  echo "$PROVENANCE"
   echo
   echo "| phase | wall s | CPU s (user+sys) |"
   echo "|---|---:|---:|"

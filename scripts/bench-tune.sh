@@ -31,6 +31,7 @@ else
   RESULT_DIR=$(new_results_dir)
 fi
 cmd="JOBS=$JOBS LEVEL=$LEVEL NODES=$NODES LIMIT=$LIMIT WEIGHTS=\"$WEIGHTS\" RATES=\"$RATES\" scripts/bench-tune.sh $BUILD_DIR"
+prov=$(provenance "$cmd")  # the revision and load when the run starts
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -104,7 +105,7 @@ EOF
 {
   echo "# Routing defaults chosen on the even half of the conversation trace"
   echo
-  provenance "$cmd"
+  echo "$prov"
   echo
   cat "$tmp/table.md"
 } >"$RESULT_DIR/tune-even.md"
