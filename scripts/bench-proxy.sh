@@ -24,7 +24,7 @@ if [ -n "${RESULT_DIR:-}" ]; then
 else
   RESULT_DIR=$(new_results_dir)
 fi
-CMD="RUNS=${RUNS:-5} DURATION=${DURATION:-5} HOLD_STREAMS=${HOLD_STREAMS:-10000} scripts/bench-proxy.sh $BUILD_DIR"
+CMD="RUNS=${RUNS:-5} DURATION=${DURATION:-5} STREAM_DURATION=${STREAM_DURATION:-5} HOLD_STREAMS=${HOLD_STREAMS:-10000} HOLD_SECONDS=${HOLD_SECONDS:-3} scripts/bench-proxy.sh $BUILD_DIR"
 PROVENANCE=$(provenance "$CMD")  # the revision and load when the run starts
 RUNS=${RUNS:-5}
 WARMUP=${WARMUP:-1}

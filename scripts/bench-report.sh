@@ -4,15 +4,22 @@
 # (16 nodes) and the llm-d shared-prefix shape (8 nodes), every policy at the fixed load levels
 # 0.5 / 0.85 / 1.0, plus the micro-benchmarks (prefix digests, routing decision), draws the
 # plots with gnuplot and writes report.md into a new folder bench/results/<date>-<revision>/
-# (never over an older report: scripts/lib/results.sh). The gateway-vs-nginx proxy comparison is
-# included from that folder's proxy.md when present (RESULT_DIR=<folder> scripts/bench-proxy.sh).
+# (never over an older report: scripts/lib/results.sh). Beside the whole conversation trace it
+# reports the held-out half: the kv weights are chosen on the even sessions (scripts/bench-tune.sh)
+# and every policy is run on the odd ones. Then, alone and one after another because they
+# measure wall time: the gateway against nginx (scripts/bench-proxy.sh), the agent's data-path
+# overhead and etcd load (scripts/bench-agent.sh), the gossip backend (scripts/bench-gossip.sh,
+# simulated time) and live against simulated (scripts/bench-live.sh). Each writes its own stamped
+# file into the same folder; report.md quotes them.
 #
 #   scripts/bench-report.sh [BUILD_DIR]
-# The live-vs-sim check (scripts/bench-live.sh, small preset, real processes on loopback) runs
-# last, alone; LIVE=0 skips it.
-# Overrides: OUT=folder (must not hold a report.md yet), JOBS=n, LIVE=0, PLOTS=0 (no gnuplot: the plot
-# data is still written and the report says the SVGs are missing and how to draw them); for a reduced run (the report says so in its first
-# lines) LEVELS="0.85" and LIMIT=N (only the first N requests of each workload).
+# QUICK=1: the documented quick mode (about 5 minutes on 2 idle cores): level 0.85 only, the
+#   first 2,000 requests of each workload, a 2-point tuning grid, one short proxy round, 300
+#   agent requests and 10 s of etcd load, 10 and 100 gossip members. The report says so first.
+# Overrides: OUT=folder (must not hold a report.md yet), JOBS=n, PLOTS=0 (no gnuplot: the plot
+# data is still written and the report says how to draw it), LEVELS="0.85" and LIMIT=N (only the
+# first N requests of each workload), and per part LIVE=0 PROXY=0 AGENT=0 GOSSIP=0 TUNE=0 to skip
+# it (the report says it was not measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
@@ -23,14 +30,28 @@ if [ -n "${OUT:-}" ]; then
 else
   OUT=$(new_results_dir)
 fi
-COMMAND="OUT=$OUT JOBS=${JOBS:-$(nproc)} LEVELS=\"${LEVELS:-0.5 0.85 1.0}\" LIMIT=${LIMIT:-0} LIVE=${LIVE:-1} PLOTS=${PLOTS:-1} scripts/bench-report.sh $BUILD_DIR"
+QUICK=${QUICK:-0}
+if [[ $QUICK != 0 ]]; then
+  LEVELS=${LEVELS:-0.85}
+  LIMIT=${LIMIT:-2000}
+fi
+COMMAND="OUT=$OUT QUICK=$QUICK JOBS=${JOBS:-$(nproc)} LEVELS=\"${LEVELS:-0.5 0.85 1.0}\" LIMIT=${LIMIT:-0} LIVE=${LIVE:-1} PROXY=${PROXY:-1} AGENT=${AGENT:-1} GOSSIP=${GOSSIP:-1} TUNE=${TUNE:-1} PLOTS=${PLOTS:-1} scripts/bench-report.sh $BUILD_DIR"
 PROVENANCE=$(provenance "$COMMAND")  # the revision and load when the run starts
+commit=$(git rev-parse --short HEAD)
+dirty=""
+if ! git diff --quiet HEAD -- src 2>/dev/null; then
+  dirty=" (with uncommitted changes under src/)"
+fi
 JOBS=${JOBS:-$(nproc)}
 LEVELS=${LEVELS:-0.5 0.85 1.0}
 read -r -a level_args <<<"$LEVELS"
 LIMIT=${LIMIT:-0}
 LIVE=${LIVE:-1}  # 0: skip the live run (a report-live-vs-sim.md already in OUT is included, marked)
 PLOTS=${PLOTS:-1}
+PROXY=${PROXY:-1}
+AGENT=${AGENT:-1}
+GOSSIP=${GOSSIP:-1}
+TUNE=${TUNE:-1}
 
 if [[ $PLOTS != 0 ]] && ! command -v gnuplot >/dev/null 2>&1; then
   echo "bench-report: gnuplot is missing; run scripts/bootstrap.sh --bench (or PLOTS=0 for a report without plots)" >&2
@@ -42,6 +63,15 @@ echo "bench-report: building cgn-bench, bench_core, bench_routing in $BUILD_DIR"
 targets=(cgn-bench bench_core bench_routing)
 if [[ $LIVE != 0 ]]; then
   targets+=(cgn-engine-sim cgn-router)
+fi
+if [[ $PROXY != 0 ]]; then
+  targets+=(cgn-router cgn-loadgen cgn-canned-upstream)
+fi
+if [[ $AGENT != 0 ]]; then
+  targets+=(cgn-agent cgn-agent-bench cgn-engine-sim cgn-router)
+fi
+if [[ $GOSSIP != 0 ]]; then
+  targets+=(bench_state_gossip)
 fi
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" >/dev/null
 BIN=$BUILD_DIR/bin/cgn-bench
@@ -68,11 +98,32 @@ sims_s=$(($(date +%s) - t))
 read -r conv_wall conv_user conv_sys <"$tmp/conversation.time"
 read -r llmd_wall llmd_user llmd_sys <"$tmp/llmd.time"
 
+# The held-out half: the kv weights chosen on the even sessions, every policy on the odd ones.
+echo "bench-report: held-out split (weights tuned on the even sessions, reported on the odd ones)"
+tune_note=""
+held_wall=0 held_user=0 held_sys=0
+{ time {
+  if [[ $TUNE != 0 ]]; then
+    tune_env=(RESULT_DIR="$OUT" JOBS="$JOBS" LIMIT="$LIMIT")
+    if [[ $QUICK != 0 ]]; then
+      tune_env+=(WEIGHTS="1 8" RATES="8000")
+    fi
+    env "${tune_env[@]}" scripts/bench-tune.sh "$BUILD_DIR" >"$tmp/tune.log" 2>&1 ||
+      tune_note="scripts/bench-tune.sh failed in this run: $(tail -1 "$tmp/tune.log")"
+  fi
+  "$BIN" sim -w conversation --sessions odd -j "$JOBS" --levels "${level_args[@]}" --limit "$LIMIT" \
+    --md "$tmp/odd.md" --json "$OUT/sim-conversation-odd.json" --plot-data "$OUT/plots/conversation-odd" \
+    >/dev/null 2>"$tmp/odd.err" || { cat "$tmp/odd.err" >&2; exit 1; }
+}; } 2>"$tmp/held.time"
+read -r held_wall held_user held_sys <"$tmp/held.time"
+
 draw_plots() {
   gnuplot -e "prefix='$OUT/plots/conversation'; out='$OUT/plots/conversation.svg'; \
 title='Mooncake conversation trace, 16 simulated nodes'" bench/plots.gp
   gnuplot -e "prefix='$OUT/plots/llmd'; out='$OUT/plots/llmd.svg'; \
 title='Shared prefix, llm-d shape (150 tenants x 6000-token prompts), 8 simulated nodes'" bench/plots.gp
+  gnuplot -e "prefix='$OUT/plots/conversation-odd'; out='$OUT/plots/conversation-odd.svg'; \
+title='Mooncake conversation trace, odd sessions (held out), 16 simulated nodes'" bench/plots.gp
 }
 if [[ $PLOTS != 0 ]]; then
   echo "bench-report: plots"
@@ -109,24 +160,70 @@ if [[ $LIVE != 0 ]]; then
     live_note="scripts/bench-live.sh failed in this run: $(tail -1 "$tmp/live.log")"
   fi
 fi
-total_s=$(($(date +%s) - start))
-commit=$(git rev-parse --short HEAD)
-dirty=""
-if ! git diff --quiet HEAD -- src 2>/dev/null; then
-  dirty=" (with uncommitted changes under src/)"
+# The remaining parts measure wall time (gossip excepted): alone, one after another. A part that
+# fails is reported as failed with its last line; the others still run.
+run_part() {  # NAME FLAG ENV... -- SCRIPT ARGS...: runs a part into OUT, records its time and fate
+  local name=$1 flag=$2
+  shift 2
+  local envs=()
+  while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+  shift
+  printf -v "${name}_note" '%s' ""
+  printf -v "${name}_wall" '%s' 0
+  if [[ $flag == 0 ]]; then
+    printf -v "${name}_note" '%s' "Not run by this report (${name^^}=0)."
+    return 0
+  fi
+  echo "bench-report: $name ($1)"
+  local t0
+  t0=$(date +%s)
+  if ! env RESULT_DIR="$OUT" "${envs[@]}" "$@" >"$tmp/$name.log" 2>&1; then
+    printf -v "${name}_note" '%s' "$1 failed in this run: $(tail -1 "$tmp/$name.log")"
+  fi
+  printf -v "${name}_wall" '%s' $(($(date +%s) - t0))
+}
+proxy_env=() agent_env=() gossip_env=()
+if [[ $QUICK != 0 ]]; then
+  proxy_env=(RUNS=1 DURATION=2 STREAM_DURATION=2 HOLD_STREAMS=1000 HOLD_SECONDS=1)
+  agent_env=(REQUESTS=300 SECONDS_RUN=10)
+  gossip_env=(SIZES=10,100)
 fi
+run_part proxy "$PROXY" "${proxy_env[@]}" -- scripts/bench-proxy.sh "$BUILD_DIR"
+run_part agent "$AGENT" "${agent_env[@]}" BIN_DIR="$PWD/$BUILD_DIR/bin" -- scripts/bench-agent.sh "$BUILD_DIR"
+run_part gossip "$GOSSIP" "${gossip_env[@]}" -- scripts/bench-gossip.sh "$BUILD_DIR"
+
+total_s=$(($(date +%s) - start))
 cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || echo unknown)
 loadavg=$(cut -d' ' -f1-3 /proc/loadavg)
 # CPU seconds (user + sys) per phase, and what the run would take on an idle host with these
 # cores: the sweeps are CPU-bound and parallel (their CPU over the cores, or the longer sweep's
 # CPU over its JOBS threads, whichever is larger); micro-benchmarks and the live check run alone
-# at their own wall time (they measure time), so they count with their CPU time here.
+# at their own wall time (they measure time), so they count with their CPU time here; the
+# held-out runs count as CPU over the cores; proxy, agent and gossip at their wall time (the first
+# two run fixed-length windows).
 read -r conv_cpu llmd_cpu micro_cpu live_cpu idle_est < <(awk -v cu="$conv_user" -v cs="$conv_sys" \
   -v lu="$llmd_user" -v ls="$llmd_sys" -v mu="$micro_user" -v ms="$micro_sys" -v vu="$live_user" \
-  -v vs="$live_sys" -v lw="$live_wall" -v n="$(nproc)" -v j="$JOBS" -v b="$build_s" 'BEGIN {
+  -v vs="$live_sys" -v lw="$live_wall" -v n="$(nproc)" -v j="$JOBS" -v b="$build_s" \
+  -v hu="$held_user" -v hs="$held_sys" -v pw="$proxy_wall" -v aw="$agent_wall" -v gw="$gossip_wall" 'BEGIN {
     c = cu + cs; l = lu + ls; m = mu + ms; v = vu + vs
     sweeps = (c + l) / n; if (c / j > sweeps) sweeps = c / j
-    printf "%.0f %.0f %.0f %.0f %.0f\n", c, l, m, v, b + sweeps + m + (lw > v ? lw : v) }')
+    printf "%.0f %.0f %.0f %.0f %.0f\n", c, l, m, v,
+      b + sweeps + (hu + hs) / n + m + (lw > v ? lw : v) + pw + aw + gw }')
+
+# A part's file quoted under its section (title dropped, headings one level down, its own stamp
+# kept), or why it is absent.
+quote_part() {  # NAME FILE
+  local note_var=${1}_note
+  if [[ -n ${!note_var} ]]; then
+    echo "_${!note_var}_"
+  elif [[ -f $OUT/$2 ]]; then
+    echo "From [$2]($2):"
+    echo
+    sed -e '1d' -e '2{/^$/d}' -e 's/^## /### /' "$OUT/$2"
+  else
+    echo "_Not measured: $2 is absent._"
+  fi
+}
 
 # Headings of the simulator's markdown move one level down under the report's sections.
 demote() { sed -e 's/^###/####/' "$1"; }
@@ -145,8 +242,12 @@ demote() { sed -e 's/^###/####/' "$1"; }
   echo "| build check | $build_s | |"
   echo "| conversation sweep ($((${#level_args[@]} * 5)) runs + ideal bound, with hit attribution) | ${conv_wall%.*} | $conv_cpu |"
   echo "| llm-d sweep ($((${#level_args[@]} * 5)) runs + ideal bound), beside it | ${llmd_wall%.*} | $llmd_cpu |"
+  echo "| held-out split (tuning grid on the even sessions, sweep on the odd ones) | ${held_wall%.*} | $(awk -v u="$held_user" -v s="$held_sys" 'BEGIN{printf "%.0f", u + s}') |"
   echo "| micro-benchmarks | ${micro_wall%.*} | $micro_cpu |"
   echo "| live against simulated | ${live_wall%.*} | $live_cpu |"
+  echo "| proxy against nginx | $proxy_wall | |"
+  echo "| agent overhead and etcd load | $agent_wall | |"
+  echo "| gossip (simulated members) | $gossip_wall | |"
   echo
   echo "On an idle host with these $(nproc) cores the whole run would take about **${idle_est} s** (the sweeps'"
   echo "CPU time over the cores; the rest at its own time). Wall time above that is other work on"
@@ -158,6 +259,11 @@ demote() { sed -e 's/^###/####/' "$1"; }
   echo "1 s scrape lag. The arrival rate is fixed per level so that round_robin would run at that"
   echo "utilisation; nothing is tuned per run. Same inputs, same numbers."
   echo
+  if [[ $QUICK != 0 ]]; then
+    echo "> **Quick mode** (QUICK=1): fewer levels, requests, tuning points, proxy runs, agent"
+    echo "> requests and gossip members than the full report. For a look, not for publication."
+    echo
+  fi
   if [[ $LEVELS != "0.5 0.85 1.0" || $LIMIT != 0 ]]; then
     echo "> **Reduced run** (LEVELS=\"$LEVELS\", LIMIT=$LIMIT: only the first $LIMIT requests of each"
     echo "> workload when LIMIT > 0). Not the full benchmark: the levels and the ideal bound are"
@@ -170,6 +276,29 @@ demote() { sed -e 's/^###/####/' "$1"; }
   plot conversation
   echo
   demote "$tmp/conversation.md"
+  echo
+  echo "### Held out: the odd sessions"
+  echo
+  echo "The conversation trace's sessions (first two blocks of a prompt) are numbered in the order of"
+  echo "their first request; the kv score's weights are chosen on the even ones by"
+  echo "scripts/bench-tune.sh and every policy is reported here on the odd ones, which the choice"
+  echo "never saw. The figures above are in-sample (the whole trace)."
+  echo
+  if [[ -n $tune_note ]]; then
+    echo "_${tune_note}_"
+  elif [[ -f $OUT/tune-even.md ]]; then
+    echo "**The choice, on the even sessions** ([tune-even.md](tune-even.md)):"
+    echo
+    sed -n '/^[0-9]* requests/,$p' "$OUT/tune-even.md"
+  else
+    echo "_The tuning grid was not run by this report (TUNE=0)._"
+  fi
+  echo
+  echo "**Every policy on the odd sessions:**"
+  echo
+  plot conversation-odd
+  echo
+  demote "$tmp/odd.md"
   echo
   echo "## 2. Routing quality: synthetic shared prefix, llm-d shape (8 nodes)"
   echo
@@ -193,13 +322,21 @@ demote() { sed -e 's/^###/####/' "$1"; }
   echo
   echo "## 4. Gateway proxy overhead against nginx"
   echo
-  if [[ -f $OUT/proxy.md ]]; then
-    sed -e 's/^# /### /' -e 's/^## /#### /' "$OUT/proxy.md"
-  else
-    echo "_Not measured in this run: $OUT/proxy.md is absent (written by scripts/bench-proxy.sh)._"
-  fi
+  quote_part proxy proxy.md
   echo
-  echo "## 5. Live against simulated"
+  echo "## 5. Agent data-path overhead and etcd load"
+  echo
+  quote_part agent agent-overhead.md
+  echo
+  if [[ -f $OUT/agent-etcd-load.md ]]; then
+    sed -e '1s/^# /### /' -e 's/^## /#### /' "$OUT/agent-etcd-load.md"
+    echo
+  fi
+  echo "## 6. Gossip backend (simulated members)"
+  echo
+  quote_part gossip gossip.md
+  echo
+  echo "## 7. Live against simulated"
   echo
   if [[ -n $live_note ]]; then
     echo "_${live_note}_"
