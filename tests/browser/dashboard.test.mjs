@@ -70,7 +70,7 @@ async function waitForData(page, n, chartIds) {
       );
     },
     [n, chartIds],
-    { timeout: 20000, polling: 100 },
+    { timeout: 90000, polling: 100 }, // outer bound for a loaded host
   );
 }
 

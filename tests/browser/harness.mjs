@@ -44,13 +44,13 @@ export async function launchBrowser() {
     headless: true,
     args: CHROMIUM_ARGS,
     viewport: { width: 1920, height: 1080 },
-    timeout: 20000,
+    timeout: 90000, // outer bound: chromium starts in ~1 s idle, 20+ s on a loaded 2-core host
   });
   return {
     context,
     async newPage() {
       const page = await context.newPage();
-      page.setDefaultTimeout(15000);
+      page.setDefaultTimeout(60000); // outer bound for waits on a loaded host, not a target
       return page;
     },
     async close() {
