@@ -9,7 +9,8 @@
 # and every policy is run on the odd ones. Then, alone and one after another because they
 # measure wall time: the gateway against nginx (scripts/bench-proxy.sh), the agent's data-path
 # overhead and etcd load (scripts/bench-agent.sh), the gossip backend (scripts/bench-gossip.sh,
-# simulated time) and live against simulated (scripts/bench-live.sh). Each writes its own stamped
+# simulated time), prefill/decode (scripts/bench-pd-sim.sh in virtual time, scripts/bench-pd.sh
+# live) and live against simulated (scripts/bench-live.sh). Each writes its own stamped
 # file into the same folder; report.md quotes them.
 #
 #   scripts/bench-report.sh [BUILD_DIR]
@@ -18,7 +19,7 @@
 #   agent requests and 10 s of etcd load, 10 and 100 gossip members. The report says so first.
 # Overrides: OUT=folder (must not hold a report.md yet), JOBS=n, PLOTS=0 (no gnuplot: the plot
 # data is still written and the report says how to draw it), LEVELS="0.85" and LIMIT=N (only the
-# first N requests of each workload), and per part LIVE=0 PROXY=0 AGENT=0 GOSSIP=0 TUNE=0 to skip
+# first N requests of each workload), and per part LIVE=0 PROXY=0 AGENT=0 GOSSIP=0 TUNE=0 PD=0 to skip
 # it (the report says it was not measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +36,7 @@ if [[ $QUICK != 0 ]]; then
   LEVELS=${LEVELS:-0.85}
   LIMIT=${LIMIT:-2000}
 fi
-COMMAND="OUT=$OUT QUICK=$QUICK JOBS=${JOBS:-$(nproc)} LEVELS=\"${LEVELS:-0.5 0.85 1.0}\" LIMIT=${LIMIT:-0} LIVE=${LIVE:-1} PROXY=${PROXY:-1} AGENT=${AGENT:-1} GOSSIP=${GOSSIP:-1} TUNE=${TUNE:-1} PLOTS=${PLOTS:-1} scripts/bench-report.sh $BUILD_DIR"
+COMMAND="OUT=$OUT QUICK=$QUICK JOBS=${JOBS:-$(nproc)} LEVELS=\"${LEVELS:-0.5 0.85 1.0}\" LIMIT=${LIMIT:-0} LIVE=${LIVE:-1} PROXY=${PROXY:-1} AGENT=${AGENT:-1} GOSSIP=${GOSSIP:-1} TUNE=${TUNE:-1} PD=${PD:-1} PLOTS=${PLOTS:-1} scripts/bench-report.sh $BUILD_DIR"
 PROVENANCE=$(provenance "$COMMAND")  # the revision and load when the run starts
 commit=$(git rev-parse --short HEAD)
 dirty=""
@@ -52,6 +53,7 @@ PROXY=${PROXY:-1}
 AGENT=${AGENT:-1}
 GOSSIP=${GOSSIP:-1}
 TUNE=${TUNE:-1}
+PD=${PD:-1}
 
 if [[ $PLOTS != 0 ]] && ! command -v gnuplot >/dev/null 2>&1; then
   echo "bench-report: gnuplot is missing; run scripts/bootstrap.sh --bench (or PLOTS=0 for a report without plots)" >&2
@@ -72,6 +74,9 @@ if [[ $AGENT != 0 ]]; then
 fi
 if [[ $GOSSIP != 0 ]]; then
   targets+=(bench_state_gossip)
+fi
+if [[ $PD != 0 ]]; then
+  targets+=(cgn-engine-sim cgn-router)
 fi
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" >/dev/null
 BIN=$BUILD_DIR/bin/cgn-bench
@@ -162,8 +167,9 @@ if [[ $LIVE != 0 ]]; then
 fi
 # The remaining parts measure wall time (gossip excepted): alone, one after another. A part that
 # fails is reported as failed with its last line; the others still run.
-run_part() {  # NAME FLAG ENV... -- SCRIPT ARGS...: runs a part into OUT, records its time and fate
-  local name=$1 flag=$2
+run_part() {  # NAME SWITCH ENV... -- SCRIPT ARGS...: runs a part into OUT unless the variable SWITCH is 0
+  local name=$1 switch=$2
+  local flag=${!switch}
   shift 2
   local envs=()
   while [[ $1 != -- ]]; do envs+=("$1"); shift; done
@@ -171,7 +177,7 @@ run_part() {  # NAME FLAG ENV... -- SCRIPT ARGS...: runs a part into OUT, record
   printf -v "${name}_note" '%s' ""
   printf -v "${name}_wall" '%s' 0
   if [[ $flag == 0 ]]; then
-    printf -v "${name}_note" '%s' "Not run by this report (${name^^}=0)."
+    printf -v "${name}_note" '%s' "Not run by this report ($switch=0)."
     return 0
   fi
   echo "bench-report: $name ($1)"
@@ -182,15 +188,19 @@ run_part() {  # NAME FLAG ENV... -- SCRIPT ARGS...: runs a part into OUT, record
   fi
   printf -v "${name}_wall" '%s' $(($(date +%s) - t0))
 }
-proxy_env=() agent_env=() gossip_env=()
+proxy_env=() agent_env=() gossip_env=() pd_sim_env=()
 if [[ $QUICK != 0 ]]; then
+  pd_sim_env=(LIMIT=1000 LLMD_LIMIT=600 LLMD_LEVELS=0.85 CONV_LEVELS=0.85)
   proxy_env=(RUNS=1 DURATION=2 STREAM_DURATION=2 HOLD_STREAMS=1000 HOLD_SECONDS=1)
   agent_env=(REQUESTS=300 SECONDS_RUN=10)
   gossip_env=(SIZES=10,100)
 fi
-run_part proxy "$PROXY" "${proxy_env[@]}" -- scripts/bench-proxy.sh "$BUILD_DIR"
-run_part agent "$AGENT" "${agent_env[@]}" BIN_DIR="$PWD/$BUILD_DIR/bin" -- scripts/bench-agent.sh "$BUILD_DIR"
-run_part gossip "$GOSSIP" "${gossip_env[@]}" -- scripts/bench-gossip.sh "$BUILD_DIR"
+run_part proxy PROXY "${proxy_env[@]}" -- scripts/bench-proxy.sh "$BUILD_DIR"
+run_part agent AGENT "${agent_env[@]}" BIN_DIR="$PWD/$BUILD_DIR/bin" -- scripts/bench-agent.sh "$BUILD_DIR"
+run_part gossip GOSSIP "${gossip_env[@]}" -- scripts/bench-gossip.sh "$BUILD_DIR"
+# Prefill/decode: the deterministic sweeps (CPU-bound), then the live comparison (wall time).
+run_part pd_sim PD "${pd_sim_env[@]}" JOBS="$JOBS" -- scripts/bench-pd-sim.sh "$BUILD_DIR"
+run_part pd_live PD OUT="$OUT" BIN="$BUILD_DIR/bin" NAME=pd-live -- scripts/bench-pd.sh
 
 total_s=$(($(date +%s) - start))
 cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || echo unknown)
@@ -204,11 +214,12 @@ loadavg=$(cut -d' ' -f1-3 /proc/loadavg)
 read -r conv_cpu llmd_cpu micro_cpu live_cpu idle_est < <(awk -v cu="$conv_user" -v cs="$conv_sys" \
   -v lu="$llmd_user" -v ls="$llmd_sys" -v mu="$micro_user" -v ms="$micro_sys" -v vu="$live_user" \
   -v vs="$live_sys" -v lw="$live_wall" -v n="$(nproc)" -v j="$JOBS" -v b="$build_s" \
-  -v hu="$held_user" -v hs="$held_sys" -v pw="$proxy_wall" -v aw="$agent_wall" -v gw="$gossip_wall" 'BEGIN {
+  -v hu="$held_user" -v hs="$held_sys" -v pw="$proxy_wall" -v aw="$agent_wall" -v gw="$gossip_wall" \
+  -v dw="$pd_sim_wall" -v ew="$pd_live_wall" 'BEGIN {
     c = cu + cs; l = lu + ls; m = mu + ms; v = vu + vs
     sweeps = (c + l) / n; if (c / j > sweeps) sweeps = c / j
     printf "%.0f %.0f %.0f %.0f %.0f\n", c, l, m, v,
-      b + sweeps + (hu + hs) / n + m + (lw > v ? lw : v) + pw + aw + gw }')
+      b + sweeps + (hu + hs) / n + m + (lw > v ? lw : v) + pw + aw + gw + dw + ew }')
 
 # A part's file quoted under its section (title dropped, headings one level down, its own stamp
 # kept), or why it is absent.
@@ -248,6 +259,7 @@ demote() { sed -e 's/^###/####/' "$1"; }
   echo "| proxy against nginx | $proxy_wall | |"
   echo "| agent overhead and etcd load | $agent_wall | |"
   echo "| gossip (simulated members) | $gossip_wall | |"
+  echo "| prefill/decode: simulated sweeps, then live | $pd_sim_wall + $pd_live_wall | |"
   echo
   echo "On an idle host with these $(nproc) cores the whole run would take about **${idle_est} s** (the sweeps'"
   echo "CPU time over the cores; the rest at its own time). Wall time above that is other work on"
@@ -336,7 +348,13 @@ demote() { sed -e 's/^###/####/' "$1"; }
   echo
   quote_part gossip gossip.md
   echo
-  echo "## 7. Live against simulated"
+  echo "## 7. Aggregated against disaggregated prefill/decode"
+  echo
+  quote_part pd_sim pd-sim.md
+  echo
+  quote_part pd_live pd-live.md
+  echo
+  echo "## 8. Live against simulated"
   echo
   if [[ -n $live_note ]]; then
     echo "_${live_note}_"
