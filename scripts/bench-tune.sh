@@ -3,15 +3,16 @@
 # (`cgn-bench sim --sessions even`: sessions numbered by first request, the split defined once in
 # src/bench_harness/workload.h), so that the report can show them on the odd half it never saw.
 #
-# A grid of uncached_weight x prefill_tokens_per_s, kv policy only, at the headline level. The
-# pick is the lowest TTFT p50 (the gain the routing targets are stated in); p90 and hit / ideal
-# stand beside it. Writes RESULT_DIR/tune-even.md and tune-even.jsonl (RESULT_DIR: a new
+# A grid of the kv score's uncached_weight, kv policy only, at the headline level. The pick is
+# the lowest TTFT p50 (the gain the routing targets are stated in); p90 and hit / ideal stand
+# beside it. prefill_tokens_per_s, the node speed assumed when a node reports none, is a fact
+# about hardware rather than a policy knob: it stays at its default unless RATES names values. Writes RESULT_DIR/tune-even.md and tune-even.jsonl (RESULT_DIR: a new
 # bench/results/<date>-<revision>/ unless set; nothing is overwritten, scripts/lib/results.sh) and
 # says whether the pick is the routing default.
 #
 #   scripts/bench-tune.sh [BUILD_DIR]
 # Environment: JOBS [nproc], LEVEL [0.85], NODES [16], LIMIT [0 = the whole half],
-#   WEIGHTS ["1 3 5 8 12"] (uncached_weight), RATES ["4000 8000 16000"] (prefill_tokens_per_s).
+#   WEIGHTS ["1 3 5 8 12"] (uncached_weight), RATES [the routing default] (prefill_tokens_per_s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
@@ -22,7 +23,7 @@ LEVEL=${LEVEL:-0.85}
 NODES=${NODES:-16}
 LIMIT=${LIMIT:-0}
 WEIGHTS=${WEIGHTS:-1 3 5 8 12}
-RATES=${RATES:-4000 8000 16000}
+RATES=${RATES:-default}
 [[ -x $BIN ]] || { echo "bench-tune: $BIN is missing (cmake --build $BUILD_DIR --target cgn-bench)" >&2; exit 1; }
 if [ -n "${RESULT_DIR:-}" ]; then
   mkdir -p "$RESULT_DIR"
@@ -46,7 +47,10 @@ echo "bench-tune: ${#points[@]} kv runs on the even sessions at level $LEVEL, -j
 run_point() {
   local p=$1 args=()
   if [[ $p != default ]]; then
-    args=(--uncached-weight "${p%%:*}" --prefill-rate "${p##*:}")
+    args=(--uncached-weight "${p%%:*}")
+    if [[ ${p##*:} != default ]]; then
+      args+=(--prefill-rate "${p##*:}")
+    fi
   fi
   "$BIN" sim -w conversation --sessions even -n "$NODES" --limit "$LIMIT" --levels "$LEVEL" \
     --headline "$LEVEL" --policies kv "${args[@]}" --json "$tmp/${p/:/_}.json" >/dev/null 2>"$tmp/${p/:/_}.err" ||

@@ -30,13 +30,13 @@ std::optional<PolicyKind> parse_policy_kind(std::string_view s);
 // The kv policy ranks by cost = ttft + (uncached_weight - 1) * prefill: a token the node must
 // prefill is paid by every request queued behind it, not only by this one, and a second copy
 // of a prefix takes cache space from others, so cache misses weigh more than the wait this
-// request would see (uncached_weight = 1: pure TTFT; the default 8 is argued and measured in
-// docs/architecture/routing.md).
+// request would see (uncached_weight = 1: pure TTFT; the default 5 was chosen on one half of the
+// conversation trace and is reported on the other, docs/architecture/routing.md).
 struct ScoreWeights {
   double prefill_tokens_per_s = 8000;  // default node prefill speed when a node reports none
   double queue_seconds = 0.1;          // expected wait per request already queued on the node
   double running_seconds = 0.005;      // slowdown per running (decoding) request
-  double uncached_weight = 8.0;        // kv ranking: weight of uncached prefill against the wait
+  double uncached_weight = 5.0;        // kv ranking: weight of uncached prefill against the wait
   double kv_knee = 0.8;
   double kv_pressure_seconds = 1.0;
   double watt_penalty_seconds = 0.5;
