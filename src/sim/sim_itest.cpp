@@ -774,6 +774,20 @@ TEST(EngineSim, FlagFaultAppliesToEveryRequest) {
 
 // ---- launch lines ----------------------------------------------------------------
 
+// The launcher stops waiting when the simulator exits: a bad flag fails the start at once (the
+// slow path is the 60 s start bound) and the log says why.
+TEST(EngineSimLauncher, ASimulatorThatExitsEndsTheWaitAtOnceWithItsReasonInTheLog) {
+  EngineSimOptions o;
+  o.args = {"--no-such-flag"};
+  o.start_timeout = 60s;
+  const auto t0 = std::chrono::steady_clock::now();
+  EngineSim bad(std::move(o));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_EQ(bad.port(), 0);
+  EXPECT_FALSE(bad.process().running());
+  EXPECT_NE(bad.log().find("no-such-flag"), std::string::npos) << bad.log();
+}
+
 TEST(EngineSim, WrapperScriptAndSymlinkNamedLikeTheEngine) {
   TempDir dir;
   const std::string script = dir.file("vllm");
