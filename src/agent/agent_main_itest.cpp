@@ -14,6 +14,7 @@
 
 #include "agent/loopback_get.h"
 #include "state/etcd/itest_util.h"
+#include "testing/engine_sim.h"
 #include "testing/process.h"
 
 namespace cgn::agent {
@@ -169,18 +170,12 @@ std::pair<unsigned, std::string> chat_via(uint16_t port, const std::string& cont
 }
 
 // cgn-engine-sim listening on `host`, port picked by the kernel.
-struct SimOn {
-  explicit SimOn(const std::string& host) {
-    const std::string pf = dir.file("sim.port");
-    proc = std::make_unique<Process>(
-        std::vector<std::string>{cgn::testing::bin_path("cgn-engine-sim"), "--flavor", "vllm", "--model", "m",
-                                 "--host", host, "--port", "0", "--port-file", pf, "--time-scale", "0.001"});
-    port = cgn::testing::wait_for_port_file(pf, 20s);
-  }
-  TempDir dir;
-  std::unique_ptr<Process> proc;
-  int port = 0;
-};
+cgn::testing::EngineSimOptions sim_on(const std::string& host) {
+  cgn::testing::EngineSimOptions o;
+  o.host = host;
+  o.args = {"--time-scale", "0.001"};
+  return o;
+}
 
 bool agent_healthy(uint16_t port) {
   auto r = loopback_get("127.0.0.1", port, "/health", 500ms);
@@ -189,15 +184,15 @@ bool agent_healthy(uint16_t port) {
 
 TEST(AgentMain, external_engine_on_another_host_is_the_data_paths_upstream) {
   // The engine listens on 127.0.0.2 only: nothing answers on 127.0.0.1 at its port.
-  SimOn sim("127.0.0.2");
-  ASSERT_GT(sim.port, 0) << sim.proc->log();
+  cgn::testing::EngineSim sim(sim_on("127.0.0.2"));
+  ASSERT_GT(sim.port(), 0) << sim.log();
   TempDir dir;
   const auto port = static_cast<uint16_t>(cgn::testing::free_port());
   const std::string cfg = dir.file("agent.toml");
   cgn::testing::write_file(cfg, "[agent]\nnode_id = \"ext-1\"\nlisten = \"127.0.0.1:" + std::to_string(port) +
                                     "\"\ngrpc_listen = \"127.0.0.1:0\"\n[engine]\nkind = \"external\"\n"
                                     "attach_kind = \"vllm\"\nmodel = \"m\"\nurl = \"http://127.0.0.2:" +
-                                    std::to_string(sim.port) + "\"\n");
+                                    std::to_string(sim.port()) + "\"\n");
   Process agent({cgn::testing::bin_path("cgn-agent"), "--config", cfg});
   ASSERT_TRUE(wait_until([&] { return agent_healthy(port); }, 15s)) << agent.log();
   const auto [status, body] = chat_via(port, "hello");
@@ -212,8 +207,8 @@ TEST(AgentMain, publishes_under_the_configured_etcd_prefix) {
   auto admin = etcd::itest::make_client(etcd.admin_endpoint());
   const std::string prefix = etcd::itest::fresh_prefix(*admin) + "lab";  // .../lab/nodes/<node>
   ASSERT_TRUE(admin->del_prefix("/cognitora/nodes/prefixed-1").ok());
-  SimOn sim("127.0.0.1");
-  ASSERT_GT(sim.port, 0) << sim.proc->log();
+  cgn::testing::EngineSim sim(sim_on("127.0.0.1"));
+  ASSERT_GT(sim.port(), 0) << sim.log();
   TempDir dir;
   const auto port = static_cast<uint16_t>(cgn::testing::free_port());
   const std::string cfg = dir.file("agent.toml");
@@ -222,7 +217,7 @@ TEST(AgentMain, publishes_under_the_configured_etcd_prefix) {
                "\"\ngrpc_listen = \"127.0.0.1:0\"\nstate_backend = \"etcd\"\npublish_interval_ms = 50\n"
                "[engine]\nkind = \"external\"\nattach_kind = \"vllm\"\nmodel = \"m\"\nurl = "
                "\"http://127.0.0.1:" +
-               std::to_string(sim.port) + "\"\n[state.etcd]\nendpoints = [\"http://" + etcd.endpoint() +
+               std::to_string(sim.port()) + "\"\n[state.etcd]\nendpoints = [\"http://" + etcd.endpoint() +
                "\"]\nprefix = \"" + prefix + "/\"\n");  // a trailing '/' is ignored
   Process agent({cgn::testing::bin_path("cgn-agent"), "--config", cfg});
   const std::string node_key = prefix + "/nodes/prefixed-1";

@@ -22,6 +22,7 @@
 #include "agent/agent_proxy.h"
 #include "core/canonical.h"
 #include "core/http/server.h"
+#include "testing/engine_sim.h"
 #include "testing/process.h"
 #include "testing/test_certs.h"
 
@@ -68,38 +69,13 @@ struct Recorder {
   }
 };
 
-class Sim {
- public:
-  // `fault_rules`: the simulator's --fault-rules file (sim/fault_rules.h); empty: none.
-  explicit Sim(const std::string& fault_rules = "") {
-    const std::string port_file = dir_.file("port");
-    std::vector<std::string> argv{cgn::testing::bin_path("cgn-engine-sim"),
-                                  "--flavor",
-                                  "vllm",
-                                  "--model",
-                                  "m",
-                                  "--port",
-                                  "0",
-                                  "--port-file",
-                                  port_file,
-                                  "--time-scale",
-                                  "0.01",
-                                  "--mode",
-                                  "echo"};
-    if (!fault_rules.empty()) {
-      cgn::testing::write_file(dir_.file("fault-rules"), fault_rules);
-      argv.insert(argv.end(), {"--fault-rules", dir_.file("fault-rules")});
-    }
-    proc_ = std::make_unique<cgn::testing::Process>(std::move(argv));
-    port_ = cgn::testing::wait_for_port_file(port_file, 20s);
-  }
-  uint16_t port() const { return static_cast<uint16_t>(port_); }
-
- private:
-  cgn::testing::TempDir dir_;
-  std::unique_ptr<cgn::testing::Process> proc_;
-  int port_ = 0;
-};
+// The simulator in echo mode, fast; `fault_rules`: its --fault-rules file (sim/fault_rules.h).
+cgn::testing::EngineSimOptions sim_options(const std::string& fault_rules = "") {
+  cgn::testing::EngineSimOptions o;
+  o.args = {"--time-scale", "0.01", "--mode", "echo"};
+  o.fault_rules = fault_rules;
+  return o;
+}
 
 struct Harness {
   Harness(uint16_t engine_port, PrefixRecorder rec, std::string metrics_path = "/metrics", size_t threads = 2,
@@ -172,7 +148,7 @@ nlohmann::json chat_body(const nlohmann::json& messages, bool stream) {
 }
 
 TEST(AgentProxy, buffered_chat_is_relayed_and_its_digests_cover_the_next_turn) {
-  Sim sim;
+  cgn::testing::EngineSim sim(sim_options());
   Recorder rec;
   Harness h(sim.port(), rec.fn());
   nlohmann::json messages = {{{"role", "system"}, {"content", long_text("system")}},
@@ -196,7 +172,7 @@ TEST(AgentProxy, buffered_chat_is_relayed_and_its_digests_cover_the_next_turn) {
 }
 
 TEST(AgentProxy, streamed_chat_is_relayed_per_event_and_deltas_make_the_reply_digests) {
-  Sim sim;
+  cgn::testing::EngineSim sim(sim_options());
   Recorder rec;
   Harness h(sim.port(), rec.fn());
   nlohmann::json messages = {{{"role", "user"}, {"content", long_text("stream")}}};
@@ -241,7 +217,7 @@ TEST(AgentProxy, streamed_chat_is_relayed_per_event_and_deltas_make_the_reply_di
 }
 
 TEST(AgentProxy, digests_run_off_the_worker_so_the_next_request_does_not_wait) {
-  Sim sim;
+  cgn::testing::EngineSim sim(sim_options());
   // A recorder that blocks until the test lets it go (at most 10 s).
   std::mutex mu;
   std::condition_variable cv;
@@ -278,7 +254,7 @@ TEST(AgentProxy, digests_run_off_the_worker_so_the_next_request_does_not_wait) {
 }
 
 TEST(AgentProxy, completions_record_the_prompt_and_failures_record_nothing) {
-  Sim sim("prompt:fail-with-500 error=500\n");
+  cgn::testing::EngineSim sim(sim_options("prompt:fail-with-500 error=500\n"));
   Recorder rec;
   Harness h(sim.port(), rec.fn());
   const std::string body =
@@ -306,7 +282,7 @@ TEST(AgentProxy, completions_record_the_prompt_and_failures_record_nothing) {
 }
 
 TEST(AgentProxy, health_follows_the_engine_and_metrics_include_the_engines) {
-  Sim sim;
+  cgn::testing::EngineSim sim(sim_options());
   Harness h(sim.port(), nullptr);
   auto ok = h.get("/health");
   ASSERT_TRUE(ok.ok());

@@ -9,6 +9,7 @@
 
 #include "agent/kv_event_subscriber.h"
 #include "router/etcd_testing.h"
+#include "testing/engine_sim.h"
 #include "testing/process.h"
 
 namespace cgn::agent {
@@ -23,40 +24,23 @@ using cgn::testing::TempDir;
 using cgn::testing::wait_until;
 
 struct SimWithEvents {
-  TempDir dir;
   int pub_port = cgn::testing::free_port();
   int replay_port = cgn::testing::free_port();
-  uint16_t port = 0;
-  std::unique_ptr<Process> proc;
+  cgn::testing::EngineSim sim;
+  uint16_t port = sim.port();
 
-  explicit SimWithEvents(const std::string& encoding) {
-    const std::string pf = dir.file("port");
+  explicit SimWithEvents(const std::string& encoding) : sim(options(encoding)) {}
+  cgn::testing::EngineSimOptions options(const std::string& encoding) const {
     const std::string cfg = R"({"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:)" +
                             std::to_string(pub_port) +
                             R"(","topic":"kv-events","replay_endpoint":"tcp://*:)" +
                             std::to_string(replay_port) + R"("})";
+    cgn::testing::EngineSimOptions o;
+    o.admin = true;
     // 48 blocks of 16 tokens: a few long prompts overflow it (LRU evictions).
-    proc = std::make_unique<Process>(std::vector<std::string>{cgn::testing::bin_path("cgn-engine-sim"),
-                                                              "--flavor",
-                                                              "vllm",
-                                                              "--model",
-                                                              "m",
-                                                              "--port",
-                                                              "0",
-                                                              "--port-file",
-                                                              pf,
-                                                              "--time-scale",
-                                                              "0.01",
-                                                              "--num-gpu-blocks",
-                                                              "48",
-                                                              "--block-size",
-                                                              "16",
-                                                              "--kv-events-config",
-                                                              cfg,
-                                                              "--kv-events-encoding",
-                                                              encoding,
-                                                              "--enable-admin"});
-    port = static_cast<uint16_t>(cgn::testing::wait_for_port_file(pf, 20s));
+    o.args = {"--time-scale",       "0.01", "--num-gpu-blocks",     "48",    "--block-size", "16",
+              "--kv-events-config", cfg,    "--kv-events-encoding", encoding};
+    return o;
   }
 };
 
@@ -64,7 +48,7 @@ class KvEventsOverZmq : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KvEventsOverZmq, StoresEvictionsAndClearsReachTheSubscriberInOrder) {
   SimWithEvents sim(GetParam());
-  ASSERT_GT(sim.port, 0) << sim.proc->log();
+  ASSERT_GT(sim.port, 0) << sim.sim.process().log();
   std::mutex mu;
   std::vector<KvWithdrawal> got;
   KvEventSubscriber sub({"tcp://127.0.0.1:" + std::to_string(sim.pub_port), "kv-events"},
@@ -87,7 +71,7 @@ TEST_P(KvEventsOverZmq, StoresEvictionsAndClearsReachTheSubscriberInOrder) {
         return sub.stats().batches > 0;
       },
       15s))
-      << sim.proc->log();
+      << sim.sim.process().log();
 
   // A stored prefix, then its eviction by prompt: BlockRemoved of its blocks.
   const std::string body = chat_body("m", long_prompt("evict-me", 2));
@@ -116,7 +100,8 @@ TEST_P(KvEventsOverZmq, StoresEvictionsAndClearsReachTheSubscriberInOrder) {
                   .status,
               200u);
   }
-  ASSERT_TRUE(wait_until([&] { return sub.stats().removed_events > lru_before; }, 5s)) << sim.proc->log();
+  ASSERT_TRUE(wait_until([&] { return sub.stats().removed_events > lru_before; }, 5s))
+      << sim.sim.process().log();
 
   // Evict all: one AllBlocksCleared, a withdrawal of everything.
   ASSERT_EQ(http_call(sim.port, "POST", "/admin/evict", R"({"all":true})").status, 200u);
@@ -178,8 +163,9 @@ TEST_P(KvEventsOverZmq, StoresEvictionsAndClearsReachTheSubscriberInOrder) {
   zmq_close(dealer);
   zmq_ctx_term(ctx);
   sub.stop();
-  EXPECT_EQ(sim.proc->stop(), 0) << sim.proc->log();
-  EXPECT_NE(sim.proc->log().find("encoding=" + GetParam()), std::string::npos) << sim.proc->log();
+  EXPECT_EQ(sim.sim.process().stop(), 0) << sim.sim.process().log();
+  EXPECT_NE(sim.sim.process().log().find("encoding=" + GetParam()), std::string::npos)
+      << sim.sim.process().log();
 }
 
 INSTANTIATE_TEST_SUITE_P(Encodings, KvEventsOverZmq, ::testing::Values("array", "map"));
@@ -197,11 +183,11 @@ TEST(KvEventsOverZmqLoopback, TheSpawnedEngineDialsTheAgentsListeningSubscriber)
   std::atomic<int> withdrawals{0};
   KvEventSubscriber sub(**opts, [&](const KvWithdrawal&) { ++withdrawals; });
   ASSERT_TRUE(sub.start().ok());
-  const std::string pf = dir.file("port");
-  Process sim({cgn::testing::bin_path("cgn-engine-sim"), "--flavor", "vllm", "--model", "m", "--port", "0",
-               "--port-file", pf, "--time-scale", "0.01", "--kv-events-config",
-               detail::kv_events_config_json(lo, /*with_enable_key=*/true)});
-  const auto port = static_cast<uint16_t>(cgn::testing::wait_for_port_file(pf, 20s));
+  cgn::testing::EngineSimOptions so;
+  so.args = {"--time-scale", "0.01", "--kv-events-config",
+             detail::kv_events_config_json(lo, /*with_enable_key=*/true)};
+  cgn::testing::EngineSim sim(so);
+  const uint16_t port = sim.port();
   ASSERT_GT(port, 0) << sim.log();
   int n = 0;
   ASSERT_TRUE(wait_until(
@@ -221,7 +207,7 @@ TEST(KvEventsOverZmqLoopback, TheSpawnedEngineDialsTheAgentsListeningSubscriber)
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message.find("listen on tcp://127.0.0.1:"), std::string::npos) << st.error().message;
   sub.stop();
-  EXPECT_EQ(sim.stop(), 0) << sim.log();
+  EXPECT_EQ(sim.process().stop(), 0) << sim.log();
 }
 
 TEST(KvEventsSimConfig, ABadConfigStopsTheSimulatorWithAClearError) {

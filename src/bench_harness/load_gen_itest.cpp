@@ -15,6 +15,7 @@
 
 #include "bench_harness/load_gen.h"
 #include "core/http/client.h"
+#include "testing/engine_sim.h"
 #include "testing/process.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -32,20 +33,14 @@ namespace asio = boost::asio;
 
 const std::string kModel = "meta-llama/Llama-3.1-8B-Instruct";
 
-struct Sim {
-  std::unique_ptr<Process> proc;
-  int port = 0;
-};
+using Sim = std::unique_ptr<cgn::testing::EngineSim>;
 
 Sim start_sim(const TempDir& dir, const std::string& name) {
-  Sim s;
-  const std::string pf = dir.file(name + ".port");
-  s.proc = std::make_unique<Process>(
-      std::vector<std::string>{bin_path("cgn-engine-sim"), "--flavor", "vllm", "--model", kModel, "--port",
-                               "0", "--port-file", pf, "--enable-admin"},
-      std::map<std::string, std::string>{}, dir.file(name + ".log"));
-  s.port = cgn::testing::wait_for_port_file(pf, 20s);
-  return s;
+  cgn::testing::EngineSimOptions o;
+  o.model = kModel;
+  o.admin = true;
+  o.log_path = dir.file(name + ".log");
+  return std::make_unique<cgn::testing::EngineSim>(std::move(o));
 }
 
 struct Router {
@@ -61,7 +56,7 @@ Router start_router(const TempDir& dir, const std::string& policy, const std::ve
       "--port-file",          pf};
   for (const auto& s : sims) {
     argv.push_back("--node");
-    argv.push_back("http://127.0.0.1:" + std::to_string(s.port));
+    argv.push_back("http://127.0.0.1:" + std::to_string(s->port()));
   }
   r.proc = std::make_unique<Process>(std::move(argv), std::map<std::string, std::string>{},
                                      dir.file("router-" + policy + ".log"));
@@ -72,7 +67,7 @@ Router start_router(const TempDir& dir, const std::string& policy, const std::ve
 bool routes_to_all(Router& r, const std::vector<Sim>& sims) {
   const std::string log = r.proc->log();
   for (const auto& s : sims) {
-    if (log.find("node in routing node=127.0.0.1:" + std::to_string(s.port)) == std::string::npos) {
+    if (log.find("node in routing node=127.0.0.1:" + std::to_string(s->port())) == std::string::npos) {
       return false;
     }
   }
@@ -110,7 +105,7 @@ std::string http_get(int port, const std::string& target) {
 
 // The engine's own count of prefix-cache hit tokens (vllm:prefix_cache_hits_total).
 double prefix_hits(const Sim& s) {
-  std::istringstream in(http_get(s.port, "/metrics"));
+  std::istringstream in(http_get(s->port(), "/metrics"));
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("vllm:prefix_cache_hits_total", 0) == 0) {
@@ -137,7 +132,7 @@ TEST(LiveLoad, KvBeatsRoundRobinOnHitRateAndEveryRequestIsAccountedFor) {
   std::vector<Sim> sims;
   for (int i = 0; i < 2; ++i) {
     sims.push_back(start_sim(dir, "sim" + std::to_string(i)));
-    ASSERT_GT(sims.back().port, 0) << sims.back().proc->log();
+    ASSERT_GT(sims.back()->port(), 0) << sims.back()->log();
   }
   Router kv = start_router(dir, "kv", sims);
   Router rr = start_router(dir, "round_robin", sims);
@@ -160,7 +155,7 @@ TEST(LiveLoad, KvBeatsRoundRobinOnHitRateAndEveryRequestIsAccountedFor) {
       http::Request req{http::Verb::post, "/admin/evict", 11};
       req.set(http::Field::content_type, "application/json");
       req.body() = R"({"all":true})";
-      auto res = call(s.port, std::move(req));
+      auto res = call(s->port(), std::move(req));
       EXPECT_TRUE(res.ok() && res->result_int() == 200);
     }
     const double hits_before = prefix_hits(sims[0]) + prefix_hits(sims[1]);

@@ -138,7 +138,7 @@ TEST(DisaggE2E, AKilledPrefillNodesLegIsRetriedOnAnotherPrefillNode) {
     }));
   }
   ASSERT_TRUE(wait_until([&] { return victim.running() > 0; }, 10s));
-  victim.proc->signal(SIGKILL);
+  victim.process().signal(SIGKILL);
   for (auto& f : inflight) {
     const Reply rep = f.get();
     ASSERT_EQ(rep.status, 200u) << rep.error << rep.body;

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "core/http/client.h"
+#include "testing/engine_sim.h"
 #include "testing/metrics_page.h"
 #include "testing/process.h"
 
@@ -257,26 +258,18 @@ inline std::vector<std::string> fault_rules_flags(const TempDir& dir, const std:
 // One cgn-engine-sim (vLLM flavour, model "m") on a free port, with its admin endpoints (state())
 // and vLLM's NixlConnector, whose side channel a P/D decode leg pulls from.
 struct Sim {
-  Sim(std::string n, std::vector<std::string> extra) : name(std::move(n)) {
-    std::vector<std::string> argv = {bin_path("cgn-engine-sim"),
-                                     "--flavor",
-                                     "vllm",
-                                     "--model",
-                                     "m",
-                                     "--port",
-                                     "0",
-                                     "--port-file",
-                                     dir.file("port"),
-                                     "--log-level",
-                                     "warn",
-                                     "--enable-admin",
-                                     "--kv-transfer-config",
-                                     R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    proc = std::make_unique<Process>(std::move(argv));
-    port = static_cast<uint16_t>(cgn::testing::wait_for_port_file(dir.file("port"), 20s));
-    EXPECT_GT(port, 0) << proc->log();
+  Sim(std::string n, std::vector<std::string> extra) : name(std::move(n)), engine(options(std::move(extra))) {
+    EXPECT_GT(port, 0) << engine.log();
   }
+  static cgn::testing::EngineSimOptions options(std::vector<std::string> extra) {
+    cgn::testing::EngineSimOptions o;
+    o.admin = true;
+    o.args = {"--log-level", "warn", "--kv-transfer-config",
+              R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"};
+    o.args.insert(o.args.end(), extra.begin(), extra.end());
+    return o;
+  }
+  cgn::testing::Process& process() { return engine.process(); }
   json state() const { return json::parse(get(port, "/admin/state").body, nullptr, false); }
   int running() const {
     const json s = state();
@@ -290,9 +283,8 @@ struct Sim {
   }
 
   std::string name;
-  TempDir dir;
-  std::unique_ptr<Process> proc;
-  uint16_t port = 0;
+  cgn::testing::EngineSim engine;
+  uint16_t port = engine.port();
 };
 
 // One [[router.nodes]] entry.

@@ -41,8 +41,8 @@ class EtcdBackend : public ::testing::Test {
     auto c = etcd::EtcdClient::create(co);
     ASSERT_TRUE(c.ok()) << c.error().message;
     admin_ = *c;
-    a_ = std::make_unique<Sim>("m", "a");
-    b_ = std::make_unique<Sim>("m", "b");
+    a_ = std::make_unique<Sim>("m");
+    b_ = std::make_unique<Sim>("m");
     ASSERT_TRUE(a_->wait_ready()) << a_->process().log();
     ASSERT_TRUE(b_->wait_ready()) << b_->process().log();
   }

@@ -16,6 +16,7 @@
 #include "agent/node_record.h"
 #include "core/canonical.h"
 #include "core/digest.h"
+#include "testing/engine_sim.h"
 #include "testing/process.h"
 
 namespace cgn::router::etcdtest {
@@ -109,29 +110,26 @@ inline std::string record_json(const std::string& id, uint16_t port, uint64_t ep
 // A fast cgn-engine-sim serving `model` on a free port.
 class Sim {
  public:
-  explicit Sim(const std::string& model, const std::string& name) {
-    port_file_ = dir_.file(name + ".port");
-    proc_ = std::make_unique<cgn::testing::Process>(std::vector<std::string>{
-        cgn::testing::bin_path("cgn-engine-sim"), "--flavor", "vllm", "--model", model, "--port", "0",
-        "--port-file", port_file_, "--time-scale", "0.01", "--mode", "echo", "--log-level", "warn"});
-    port_ = cgn::testing::wait_for_port_file(port_file_, std::chrono::seconds(20));
-  }
-  uint16_t port() const { return static_cast<uint16_t>(port_ > 0 ? port_ : 0); }
+  explicit Sim(const std::string& model) : engine_(options(model)) {}
+  uint16_t port() const { return engine_.port(); }
   // Ready once GET /health answers 200.
   bool wait_ready(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
     return cgn::testing::wait_until(
         [&] {
-          return port_ > 0 && http_call(port(), "GET", "/health", "", std::chrono::seconds(1)).status == 200;
+          return port() > 0 && http_call(port(), "GET", "/health", "", std::chrono::seconds(1)).status == 200;
         },
         timeout, std::chrono::milliseconds(20));
   }
-  cgn::testing::Process& process() { return *proc_; }
+  cgn::testing::Process& process() { return engine_.process(); }
 
  private:
-  cgn::testing::TempDir dir_;
-  std::string port_file_;
-  std::unique_ptr<cgn::testing::Process> proc_;
-  int port_ = 0;
+  static cgn::testing::EngineSimOptions options(const std::string& model) {
+    cgn::testing::EngineSimOptions o;
+    o.model = model;
+    o.args = {"--time-scale", "0.01", "--mode", "echo", "--log-level", "warn"};
+    return o;
+  }
+  cgn::testing::EngineSim engine_;
 };
 
 }  // namespace cgn::router::etcdtest

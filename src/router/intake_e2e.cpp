@@ -184,8 +184,8 @@ TEST(IntakeE2E, AClientsFaultHeaderNeverReachesTheEngines) {
                            {{"X-Sim-Fault", "exit"}});
     EXPECT_EQ(rep.status, 200u) << rep.body;
   }
-  EXPECT_TRUE(a.proc->running());
-  EXPECT_TRUE(b.proc->running());
+  EXPECT_TRUE(a.process().running());
+  EXPECT_TRUE(b.process().running());
 }
 
 // Probe: /dashboard/ served every file in its folder, mock_metrics.py included. Now only the

@@ -99,7 +99,7 @@ TEST(RouterE2E, AKilledNodesInFlightRequestsAreRetriedAndItsTrafficMoves) {
   }
   ASSERT_TRUE(wait_until([&] { return victim.running() > 0; }, 10s));
   const int at_victim = victim.running();
-  victim.proc->signal(SIGKILL);
+  victim.process().signal(SIGKILL);
   for (auto& f : inflight) {
     const Reply rep = f.get();
     ASSERT_EQ(rep.status, 200u) << rep.error << rep.body;
@@ -127,7 +127,7 @@ TEST(RouterE2E, ARequestThatKillsEveryEngineItReachesTakesDownTwoNodesNotThree) 
   auto dead = [&] {
     int n = 0;
     for (Sim* s : sims) {
-      n += s->proc->running() ? 0 : 1;
+      n += s->process().running() ? 0 : 1;
     }
     return n;
   };

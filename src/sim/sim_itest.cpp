@@ -20,6 +20,7 @@
 
 #include "core/http/client.h"
 #include "testing/capability.h"
+#include "testing/engine_sim.h"
 #include "testing/metrics_page.h"
 #include "testing/process.h"
 
@@ -38,34 +39,30 @@ namespace asio = boost::asio;
 using cgn::testing::bin_path;
 using cgn::testing::Process;
 using cgn::testing::TempDir;
-using cgn::testing::wait_for_port_file;
 using cgn::testing::wait_until;
 
 // ---- a running simulator ------------------------------------------------------
 
-struct Sim {
-  // Flag mode: cgn-engine-sim ARGS --port 0 --port-file F, with the admin endpoints on.
-  static std::unique_ptr<Sim> flags(std::vector<std::string> args,
-                                    std::map<std::string, std::string> env = {}) {
-    auto s = std::make_unique<Sim>();
-    std::vector<std::string> argv = {bin_path("cgn-engine-sim")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    argv.insert(argv.end(), {"--port", "0", "--port-file", s->port_file(), "--enable-admin"});
-    s->launch(std::move(argv), std::move(env));
-    return s;
-  }
-  // Any argv; the caller puts s->port_file() where it belongs.
-  void launch(std::vector<std::string> argv, std::map<std::string, std::string> env = {}) {
-    proc = std::make_unique<Process>(std::move(argv), std::move(env));
-    port = static_cast<uint16_t>(wait_for_port_file(port_file(), 20s));
-    EXPECT_GT(port, 0) << proc->log();
-  }
-  std::string port_file() const { return dir.file("port"); }
+using cgn::testing::EngineSim;
+using cgn::testing::EngineSimOptions;
+using Sim = std::unique_ptr<EngineSim>;
 
-  TempDir dir;
-  std::unique_ptr<Process> proc;
-  uint16_t port = 0;
-};
+Sim start(EngineSimOptions o) {
+  auto s = std::make_unique<EngineSim>(std::move(o));
+  EXPECT_GT(s->port(), 0) << s->log();
+  return s;
+}
+
+// Flag mode: cgn-engine-sim ARGS --port 0 --port-file F, with the admin endpoints on.
+Sim flags(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  EngineSimOptions o;
+  o.flavour.clear();
+  o.model.clear();
+  o.args = std::move(args);
+  o.env = std::move(env);
+  o.admin = true;
+  return start(std::move(o));
+}
 
 // ---- a blocking HTTP client over cgn::http::HttpClient ------------------------
 
@@ -289,8 +286,8 @@ TEST(EngineSim, HelpExitsZeroAndListsTheFlags) {
 }
 
 TEST(EngineSim, ServesChatCompletionsEmbeddingsAndModels) {
-  auto s = Sim::flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.01"});
-  Reply r = post(s->port, "/v1/chat/completions", chat("hello there", 5));
+  auto s = flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.01"});
+  Reply r = post(s->port(), "/v1/chat/completions", chat("hello there", 5));
   ASSERT_EQ(r.status, 200u) << r.body << r.error;
   json j = r.json_body();
   EXPECT_EQ(j["object"], "chat.completion");
@@ -300,7 +297,7 @@ TEST(EngineSim, ServesChatCompletionsEmbeddingsAndModels) {
   EXPECT_GE(r.ms("X-Sim-Ttft-Ms"), 0.0);
 
   // Completions, streamed with usage: headers at the first token, finish "length", usage chunk, [DONE].
-  StreamReply st = stream(s->port, "/v1/completions",
+  StreamReply st = stream(s->port(), "/v1/completions",
                           {{"model", "m"},
                            {"prompt", "once upon a time"},
                            {"max_tokens", 3},
@@ -316,22 +313,22 @@ TEST(EngineSim, ServesChatCompletionsEmbeddingsAndModels) {
   EXPECT_EQ(json::parse(st.data[3])["usage"]["completion_tokens"], 3);
 
   // Without ignore_eos a random reply may stop early: finish_reason "stop" when it does.
-  Reply e = post(s->port, "/v1/embeddings", {{"model", "m"}, {"input", json::array({"a b", "c d"})}});
+  Reply e = post(s->port(), "/v1/embeddings", {{"model", "m"}, {"input", json::array({"a b", "c d"})}});
   ASSERT_EQ(e.status, 200u) << e.body;
   json ej = e.json_body();
   ASSERT_EQ(ej["data"].size(), 2u);
   EXPECT_EQ(ej["data"][0]["embedding"].size(), 1024u);
 
-  Reply m = get(s->port, "/v1/models");
+  Reply m = get(s->port(), "/v1/models");
   ASSERT_EQ(m.status, 200u);
   EXPECT_EQ(m.json_body()["data"][0]["id"], "m");
 }
 
 TEST(EngineSim, RepeatedLongPromptIsCachedAndEvictionOnDemandDropsIt) {
-  auto s = Sim::flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.01"});
+  auto s = flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.01"});
   const std::string text = long_text(3000, 1);
-  Reply first = post(s->port, "/v1/chat/completions", chat(text));
-  Reply second = post(s->port, "/v1/chat/completions", chat(text));
+  Reply first = post(s->port(), "/v1/chat/completions", chat(text));
+  Reply second = post(s->port(), "/v1/chat/completions", chat(text));
   ASSERT_EQ(first.status, 200u) << first.body;
   ASSERT_EQ(second.status, 200u) << second.body;
   EXPECT_EQ(first.header("X-Sim-Cached-Tokens"), "0");
@@ -341,31 +338,31 @@ TEST(EngineSim, RepeatedLongPromptIsCachedAndEvictionOnDemandDropsIt) {
   EXPECT_LT(second.ms("X-Sim-Ttft-Ms") * 5, first.ms("X-Sim-Ttft-Ms"));
 
   // Evict everything: the next identical request finds nothing cached.
-  Reply ev = post(s->port, "/admin/evict", {{"all", true}});
+  Reply ev = post(s->port(), "/admin/evict", {{"all", true}});
   ASSERT_EQ(ev.status, 200u) << ev.body;
   EXPECT_GT(ev.json_body()["evicted_blocks"].get<int>(), 0);
-  Reply third = post(s->port, "/v1/chat/completions", chat(text));
+  Reply third = post(s->port(), "/v1/chat/completions", chat(text));
   EXPECT_EQ(third.header("X-Sim-Cached-Tokens"), "0");
 
   // Evict one prefix by its messages; another prompt stays cached.
   const std::string other = long_text(1000, 2);
-  ASSERT_EQ(post(s->port, "/v1/chat/completions", chat(other)).status, 200u);
-  Reply one = post(s->port, "/admin/evict", {{"messages", chat(text)["messages"]}});
+  ASSERT_EQ(post(s->port(), "/v1/chat/completions", chat(other)).status, 200u);
+  Reply one = post(s->port(), "/admin/evict", {{"messages", chat(text)["messages"]}});
   ASSERT_EQ(one.status, 200u) << one.body;
   EXPECT_GT(one.json_body()["evicted_blocks"].get<int>(), 0);
-  EXPECT_EQ(post(s->port, "/v1/chat/completions", chat(text)).header("X-Sim-Cached-Tokens"), "0");
-  EXPECT_NE(post(s->port, "/v1/chat/completions", chat(other)).header("X-Sim-Cached-Tokens"), "0");
+  EXPECT_EQ(post(s->port(), "/v1/chat/completions", chat(text)).header("X-Sim-Cached-Tokens"), "0");
+  EXPECT_NE(post(s->port(), "/v1/chat/completions", chat(other)).header("X-Sim-Cached-Tokens"), "0");
 
-  EXPECT_EQ(post(s->port, "/admin/evict", {{"nothing", 1}}).status, 400u);
+  EXPECT_EQ(post(s->port(), "/admin/evict", {{"nothing", 1}}).status, 400u);
 }
 
 TEST(EngineSim, ConcurrentRequestsBeyondMaxNumSeqsQueue) {
-  auto s = Sim::flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.1", "--max-num-seqs", "2"});
+  auto s = flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.1", "--max-num-seqs", "2"});
   std::vector<json> bodies;
   for (int i = 0; i < 6; ++i) {
     bodies.push_back(chat(long_text(200, 10 + i), 100));
   }
-  auto replies = post_many(s->port, "/v1/chat/completions", bodies);
+  auto replies = post_many(s->port(), "/v1/chat/completions", bodies);
   int queued = 0;
   for (const auto& r : replies) {
     ASSERT_EQ(r.status, 200u) << r.body << r.error;
@@ -378,17 +375,17 @@ TEST(EngineSim, ConcurrentRequestsBeyondMaxNumSeqsQueue) {
 }
 
 TEST(EngineSim, MetricsMatchWhatWasServed) {
-  auto s = Sim::flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.01"});
+  auto s = flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.01"});
   const std::string text = long_text(500, 3);
   double prompt_tokens = 0;
   double cached = 0;
   for (int i = 0; i < 3; ++i) {
-    Reply r = post(s->port, "/v1/chat/completions", chat(text));
+    Reply r = post(s->port(), "/v1/chat/completions", chat(text));
     ASSERT_EQ(r.status, 200u);
     prompt_tokens += r.json_body()["usage"]["prompt_tokens"].get<double>();
     cached += r.json_body()["usage"]["prompt_tokens_details"]["cached_tokens"].get<double>();
   }
-  Reply m = get(s->port, "/metrics");
+  Reply m = get(s->port(), "/metrics");
   ASSERT_EQ(m.status, 200u);
   EXPECT_EQ(testing::first_sample(m.body, "vllm:prompt_tokens_total"), prompt_tokens);
   EXPECT_EQ(testing::first_sample(m.body, "vllm:prefix_cache_hits_total"), cached);
@@ -397,8 +394,8 @@ TEST(EngineSim, MetricsMatchWhatWasServed) {
   EXPECT_EQ(testing::first_sample(m.body, "vllm:num_requests_running"), 0.0);
   EXPECT_EQ(m.body.find("vllm:gpu_cache_usage_perc"), std::string::npos);
 
-  auto d = Sim::flags({"--flavor", "vllm", "--model", "m", "--deprecated-metrics"});
-  EXPECT_NE(get(d->port, "/metrics").body.find("vllm:gpu_cache_usage_perc"), std::string::npos);
+  auto d = flags({"--flavor", "vllm", "--model", "m", "--deprecated-metrics"});
+  EXPECT_NE(get(d->port(), "/metrics").body.find("vllm:gpu_cache_usage_perc"), std::string::npos);
 }
 
 // Runs promtool check metrics on text; returns its exit code and output lines.
@@ -444,12 +441,12 @@ void expect_promtool_accepts(const std::string& text, const std::string& what, c
 TEST(EngineSim, EveryFlavoursMetricsPassPromtool) {
   CGN_REQUIRE_CAPABILITY(access("/usr/bin/promtool", X_OK) == 0, "promtool (Debian package prometheus)");
   for (const char* f : {"vllm", "sglang", "llamacpp", "trtllm", "mlx"}) {
-    auto s = Sim::flags({"--flavor", f, "--model", "m", "--time-scale", "0.01"});
+    auto s = flags({"--flavor", f, "--model", "m", "--time-scale", "0.01"});
     for (int i = 0; i < 2; ++i) {
-      ASSERT_EQ(post(s->port, "/v1/chat/completions", chat(long_text(100, i))).status, 200u) << f;
+      ASSERT_EQ(post(s->port(), "/v1/chat/completions", chat(long_text(100, i))).status, 200u) << f;
     }
     const std::string path = std::string(f) == "trtllm" ? "/prometheus/metrics" : "/metrics";
-    Reply m = get(s->port, path);
+    Reply m = get(s->port(), path);
     if (std::string(f) == "mlx") {
       EXPECT_EQ(m.status, 404u) << "mlx has no metrics endpoint";
       continue;
@@ -465,28 +462,28 @@ TEST(EngineSim, EveryFlavoursMetricsPassPromtool) {
 }
 
 TEST(EngineSim, BadRequestsGetTheFlavoursErrorShape) {
-  auto v = Sim::flags({"--flavor", "vllm", "--model", "m"});
-  Reply r = call(v->port, http::Verb::post, "/v1/chat/completions", "{not json");
+  auto v = flags({"--flavor", "vllm", "--model", "m"});
+  Reply r = call(v->port(), http::Verb::post, "/v1/chat/completions", "{not json");
   ASSERT_EQ(r.status, 400u);
   json j = r.json_body();
   EXPECT_EQ(j["error"]["code"], 400);
   EXPECT_TRUE(j["error"]["message"].is_string());
   EXPECT_TRUE(j["error"].contains("param"));
-  Reply missing = post(v->port, "/v1/chat/completions", {{"model", "m"}});
+  Reply missing = post(v->port(), "/v1/chat/completions", {{"model", "m"}});
   EXPECT_EQ(missing.status, 400u);
   EXPECT_NE(missing.body.find("messages"), std::string::npos);
   Reply wrong_model =
-      post(v->port, "/v1/chat/completions", {{"model", "other"}, {"messages", chat("x")["messages"]}});
+      post(v->port(), "/v1/chat/completions", {{"model", "other"}, {"messages", chat("x")["messages"]}});
   EXPECT_EQ(wrong_model.status, 404u);
   EXPECT_EQ(wrong_model.json_body()["error"]["code"], 404);
 
-  auto sg = Sim::flags({"--flavor", "sglang", "--model", "m"});
-  json sj = call(sg->port, http::Verb::post, "/v1/completions", "[]").json_body();
+  auto sg = flags({"--flavor", "sglang", "--model", "m"});
+  json sj = call(sg->port(), http::Verb::post, "/v1/completions", "[]").json_body();
   EXPECT_EQ(sj["object"], "error");
   EXPECT_EQ(sj["code"], 400);
 
-  auto ll = Sim::flags({"--flavor", "llamacpp", "--model", "m"});
-  Reply lr = call(ll->port, http::Verb::post, "/v1/chat/completions", "nope");
+  auto ll = flags({"--flavor", "llamacpp", "--model", "m"});
+  Reply lr = call(ll->port(), http::Verb::post, "/v1/chat/completions", "nope");
   ASSERT_EQ(lr.status, 400u);
   json lj = lr.json_body();
   EXPECT_EQ(lj["error"]["code"], 400);
@@ -495,24 +492,24 @@ TEST(EngineSim, BadRequestsGetTheFlavoursErrorShape) {
 }
 
 TEST(EngineSim, VllmKeepsItsPortClosedWhileLoading) {
-  auto s = Sim::flags({"--flavor", "vllm", "--model", "m", "--load-seconds", "3"});
-  Reply r = get(s->port, "/health");
+  auto s = flags({"--flavor", "vllm", "--model", "m", "--load-seconds", "3"});
+  Reply r = get(s->port(), "/health");
   EXPECT_EQ(r.status, 0u);
   EXPECT_EQ(r.error_code, http::HttpError::connect_failed) << r.error;
-  EXPECT_TRUE(wait_until([&] { return health_ok(s->port); }, 30s, 50ms)) << s->proc->log();
+  EXPECT_TRUE(wait_until([&] { return health_ok(s->port()); }, 30s, 50ms)) << s->process().log();
 }
 
 TEST(EngineSim, LlamacppAnswers503JsonWhileLoading) {
-  auto s = Sim::flags({"--flavor", "llamacpp", "--model", "m", "--load-seconds", "3"});
-  Reply r = get(s->port, "/health");
+  auto s = flags({"--flavor", "llamacpp", "--model", "m", "--load-seconds", "3"});
+  Reply r = get(s->port(), "/health");
   ASSERT_EQ(r.status, 503u) << r.error;
   json j = r.json_body();
   EXPECT_EQ(j["error"]["code"], 503);
   EXPECT_EQ(j["error"]["message"], "Loading model");
   EXPECT_EQ(j["error"]["type"], "unavailable_error");
-  EXPECT_EQ(post(s->port, "/v1/chat/completions", chat("x")).status, 503u);
-  EXPECT_TRUE(wait_until([&] { return health_ok(s->port); }, 30s, 50ms));
-  EXPECT_EQ(get(s->port, "/health").json_body()["status"], "ok");
+  EXPECT_EQ(post(s->port(), "/v1/chat/completions", chat("x")).status, 503u);
+  EXPECT_TRUE(wait_until([&] { return health_ok(s->port()); }, 30s, 50ms));
+  EXPECT_EQ(get(s->port(), "/health").json_body()["status"], "ok");
 }
 
 // ---- P/D ----------------------------------------------------------------------
@@ -522,25 +519,16 @@ TEST(EngineSim, LlamacppAnswers503JsonWhileLoading) {
 // handshake would; at scale 1 it is small beside the modelled times. Each runs the NixlConnector
 // (kv_both unless `extra` names another config), which opens the side channel, and the admin
 // endpoints.
-std::unique_ptr<Sim> vllm_line(std::vector<std::string> extra, std::map<std::string, std::string> env = {}) {
-  auto s = std::make_unique<Sim>();
-  std::vector<std::string> argv = {bin_path("cgn-engine-sim"),
-                                   "--",
-                                   "vllm",
-                                   "serve",
-                                   "m",
-                                   "--port",
-                                   "0",
-                                   "--sim-port-file",
-                                   s->port_file(),
-                                   "--sim-enable-admin"};
+Sim vllm_line(std::vector<std::string> extra, std::map<std::string, std::string> env = {}) {
+  EngineSimOptions o;
+  o.engine_line = {"--", "vllm", "serve", "m"};
   if (std::find(extra.begin(), extra.end(), "--kv-transfer-config") == extra.end()) {
-    argv.insert(argv.end(),
-                {"--kv-transfer-config", R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"});
+    o.args = {"--kv-transfer-config", R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"};
   }
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  s->launch(std::move(argv), std::move(env));
-  return s;
+  o.args.insert(o.args.end(), extra.begin(), extra.end());
+  o.env = std::move(env);
+  o.admin = true;
+  return start(std::move(o));
 }
 
 json prefill_body(const std::string& prompt) {
@@ -564,22 +552,23 @@ json admin_state(uint16_t port) {
 // Anyone who reaches the port could drop the cache or read counters, and the side channel
 // releases held KV blocks: off unless a flag turns them on.
 TEST(EngineSim, AdminAndSideChannelAreOffUnlessAFlagTurnsThemOn) {
-  Sim plain;
-  plain.launch({bin_path("cgn-engine-sim"), "--model", "m", "--port", "0", "--port-file", plain.port_file()});
+  EngineSimOptions plain_options;
+  plain_options.flavour.clear();  // `--model m` only: no --enable-admin, no connector
+  Sim plain = start(std::move(plain_options));
   const json claim = {{"engine_id", "x"}, {"request_id", "r"}, {"block_ids", {1}}};
-  EXPECT_EQ(post(plain.port, "/admin/evict", {{"all", true}}).status, 404u);
-  EXPECT_EQ(get(plain.port, "/admin/state").status, 404u);
-  EXPECT_EQ(post(plain.port, "/internal/kv/claim", claim).status, 404u);
-  EXPECT_EQ(get(plain.port, "/health").status, 200u);
+  EXPECT_EQ(post(plain->port(), "/admin/evict", {{"all", true}}).status, 404u);
+  EXPECT_EQ(get(plain->port(), "/admin/state").status, 404u);
+  EXPECT_EQ(post(plain->port(), "/internal/kv/claim", claim).status, 404u);
+  EXPECT_EQ(get(plain->port(), "/health").status, 200u);
 
-  auto admin = Sim::flags({"--model", "m"});
-  EXPECT_EQ(post(admin->port, "/admin/evict", {{"all", true}}).status, 200u);
-  EXPECT_EQ(get(admin->port, "/admin/state").status, 200u);
-  EXPECT_EQ(post(admin->port, "/internal/kv/claim", claim).status, 404u);  // no connector
+  auto admin = flags({"--model", "m"});
+  EXPECT_EQ(post(admin->port(), "/admin/evict", {{"all", true}}).status, 200u);
+  EXPECT_EQ(get(admin->port(), "/admin/state").status, 200u);
+  EXPECT_EQ(post(admin->port(), "/internal/kv/claim", claim).status, 404u);  // no connector
 
   auto pd = vllm_line({});  // engine line: --sim-enable-admin and a NixlConnector config
-  EXPECT_EQ(get(pd->port, "/admin/state").status, 200u);
-  EXPECT_EQ(post(pd->port, "/internal/kv/claim", claim).status, 200u);
+  EXPECT_EQ(get(pd->port(), "/admin/state").status, 200u);
+  EXPECT_EQ(post(pd->port(), "/internal/kv/claim", claim).status, 200u);
 }
 
 TEST(EngineSim, PrefillDecodeRoundTripPullsInsteadOfPrefilling) {
@@ -589,37 +578,37 @@ TEST(EngineSim, PrefillDecodeRoundTripPullsInsteadOfPrefilling) {
   auto d = vllm_line({"--kv-transfer-config", consumer});
   const std::string prompt = long_text(2000, 7);
 
-  Reply pre = post(p->port, "/v1/completions", prefill_body(prompt), {{"X-Request-Id", "pd-1"}});
+  Reply pre = post(p->port(), "/v1/completions", prefill_body(prompt), {{"X-Request-Id", "pd-1"}});
   ASSERT_EQ(pre.status, 200u) << pre.body;
   json pj = pre.json_body();
   EXPECT_EQ(pj["choices"][0]["finish_reason"], "length");
   json params = pj["kv_transfer_params"];
   ASSERT_TRUE(params.is_object()) << pre.body;
-  EXPECT_EQ(params["remote_port"], p->port);
+  EXPECT_EQ(params["remote_port"], p->port());
   EXPECT_EQ(params["remote_request_id"], "pd-1");
   EXPECT_FALSE(params["remote_block_ids"].empty());
-  EXPECT_EQ(admin_state(p->port)["held_handoffs"], 1);
+  EXPECT_EQ(admin_state(p->port())["held_handoffs"], 1);
 
   json dec = {{"model", "m"},
               {"prompt", prompt},
               {"max_tokens", 4},
               {"ignore_eos", true},
               {"kv_transfer_params", params}};
-  Reply dr = post(d->port, "/v1/completions", dec, {{"X-Request-Id", "pd-1"}});
+  Reply dr = post(d->port(), "/v1/completions", dec, {{"X-Request-Id", "pd-1"}});
   ASSERT_EQ(dr.status, 200u) << dr.body;
   EXPECT_EQ(dr.header("X-Sim-Kv-Pull"), "ok");
   EXPECT_GT(std::stoi(dr.header("X-Sim-Transferred-Tokens")), 1900);
   EXPECT_GT(dr.json_body()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 1900);
   // Transfer time instead of prefill: far below the prefill instance's cold TTFT.
   EXPECT_LT(dr.ms("X-Sim-Ttft-Ms") * 3, pre.ms("X-Sim-Ttft-Ms"));
-  json ps = admin_state(p->port);
+  json ps = admin_state(p->port());
   EXPECT_EQ(ps["held_handoffs"], 0);
   EXPECT_EQ(ps["kv_handoffs_claimed"], 1);
 
   // A streaming prefill leg is refused as vLLM does.
   json streaming = prefill_body(prompt);
   streaming["stream"] = true;
-  Reply refused = post(p->port, "/v1/completions", streaming);
+  Reply refused = post(p->port(), "/v1/completions", streaming);
   EXPECT_EQ(refused.status, 400u) << refused.body;
 }
 
@@ -632,38 +621,38 @@ TEST(EngineSim, PrefillThatStopsAtItsFirstTokenReturnsNoParamsAndDecodeRecompute
                                          {{"role", "user"}, {"content", ""}}})},
                {"max_tokens", 1},
                {"kv_transfer_params", prefill_body("")["kv_transfer_params"]}};
-  Reply pre = post(p->port, "/v1/chat/completions", body);
+  Reply pre = post(p->port(), "/v1/chat/completions", body);
   ASSERT_EQ(pre.status, 200u) << pre.body;
   json pj = pre.json_body();
   EXPECT_EQ(pj["choices"][0]["finish_reason"], "stop");
   EXPECT_TRUE(pj["kv_transfer_params"].is_null());
-  EXPECT_EQ(admin_state(p->port)["held_handoffs"], 0);
+  EXPECT_EQ(admin_state(p->port())["held_handoffs"], 0);
 
   body["kv_transfer_params"] = pj["kv_transfer_params"];  // null: nothing to pull
   body["max_tokens"] = 2;
-  Reply dr = post(d->port, "/v1/chat/completions", body);
+  Reply dr = post(d->port(), "/v1/chat/completions", body);
   ASSERT_EQ(dr.status, 200u) << dr.body;
   EXPECT_EQ(dr.header("X-Sim-Cached-Tokens"), "0");
   EXPECT_EQ(dr.header("X-Sim-Transferred-Tokens"), "");
-  EXPECT_EQ(admin_state(d->port)["kv_pulls_ok"], 0);
+  EXPECT_EQ(admin_state(d->port())["kv_pulls_ok"], 0);
 }
 
 TEST(EngineSim, ExpiredHandoffMakesDecodeRecompute) {
   auto p = vllm_line({}, {{"VLLM_NIXL_ABORT_REQUEST_TIMEOUT", "0.3"}});
   auto d = vllm_line({});
   const std::string prompt = long_text(1000, 9);
-  Reply pre = post(p->port, "/v1/completions", prefill_body(prompt), {{"X-Request-Id", "pd-exp"}});
+  Reply pre = post(p->port(), "/v1/completions", prefill_body(prompt), {{"X-Request-Id", "pd-exp"}});
   ASSERT_EQ(pre.status, 200u) << pre.body;
   json params = pre.json_body()["kv_transfer_params"];
   ASSERT_TRUE(params.is_object());
   // The prefill instance frees the blocks once the abort timeout passes.
-  ASSERT_TRUE(wait_until([&] { return admin_state(p->port)["kv_handoffs_expired"] == 1; }, 30s, 20ms));
+  ASSERT_TRUE(wait_until([&] { return admin_state(p->port())["kv_handoffs_expired"] == 1; }, 30s, 20ms));
   json dec = {{"model", "m"}, {"prompt", prompt}, {"max_tokens", 2}, {"kv_transfer_params", params}};
-  Reply dr = post(d->port, "/v1/completions", dec);
+  Reply dr = post(d->port(), "/v1/completions", dec);
   ASSERT_EQ(dr.status, 200u) << dr.body;
   EXPECT_EQ(dr.header("X-Sim-Kv-Pull"), "failed");
   EXPECT_EQ(dr.header("X-Sim-Transferred-Tokens"), "0");
-  EXPECT_EQ(admin_state(d->port)["kv_pulls_failed"], 1);
+  EXPECT_EQ(admin_state(d->port())["kv_pulls_failed"], 1);
   // Recomputed: the modelled TTFT is a full prefill again, like the prefill leg's.
   EXPECT_GT(dr.ms("X-Sim-Ttft-Ms") * 2, pre.ms("X-Sim-Ttft-Ms"));
 }
@@ -672,7 +661,7 @@ TEST(EngineSim, WrongOrUnreachableHandoffMakesDecodeRecomputeAndLeavesTheHoldAlo
   auto p = vllm_line({});
   auto d = vllm_line({});
   const std::string prompt = long_text(1000, 12);
-  Reply pre = post(p->port, "/v1/completions", prefill_body(prompt), {{"X-Request-Id", "pd-wrong"}});
+  Reply pre = post(p->port(), "/v1/completions", prefill_body(prompt), {{"X-Request-Id", "pd-wrong"}});
   ASSERT_EQ(pre.status, 200u) << pre.body;
   const json params = pre.json_body()["kv_transfer_params"];
   ASSERT_TRUE(params.is_object());
@@ -688,65 +677,65 @@ TEST(EngineSim, WrongOrUnreachableHandoffMakesDecodeRecomputeAndLeavesTheHoldAlo
   int recomputed = 0;
   for (const json& bad : {wrong_engine, wrong_blocks, unreachable, no_port}) {
     json dec = {{"model", "m"}, {"prompt", prompt}, {"max_tokens", 2}, {"kv_transfer_params", bad}};
-    Reply dr = post(d->port, "/v1/completions", dec);
+    Reply dr = post(d->port(), "/v1/completions", dec);
     ASSERT_EQ(dr.status, 200u) << dr.body;
     EXPECT_EQ(dr.header("X-Sim-Kv-Pull"), "failed") << bad.dump();
     EXPECT_EQ(dr.header("X-Sim-Transferred-Tokens"), "0");
     ++recomputed;
     // The decode instance cached the recomputed prompt: evict it so the next try starts cold.
-    ASSERT_EQ(post(d->port, "/admin/evict", {{"all", true}}).status, 200u);
+    ASSERT_EQ(post(d->port(), "/admin/evict", {{"all", true}}).status, 200u);
   }
-  EXPECT_EQ(admin_state(d->port)["kv_pulls_failed"], recomputed);
+  EXPECT_EQ(admin_state(d->port())["kv_pulls_failed"], recomputed);
   // None of them consumed the handoff: the right claim still succeeds.
-  EXPECT_EQ(admin_state(p->port)["held_handoffs"], 1);
+  EXPECT_EQ(admin_state(p->port())["held_handoffs"], 1);
   json dec = {{"model", "m"}, {"prompt", prompt}, {"max_tokens", 2}, {"kv_transfer_params", params}};
-  Reply ok = post(d->port, "/v1/completions", dec);
+  Reply ok = post(d->port(), "/v1/completions", dec);
   EXPECT_EQ(ok.header("X-Sim-Kv-Pull"), "ok");
-  EXPECT_EQ(admin_state(p->port)["held_handoffs"], 0);
+  EXPECT_EQ(admin_state(p->port())["held_handoffs"], 0);
 }
 
 // ---- faults -------------------------------------------------------------------
 
 TEST(EngineSim, HeaderFaultsFailBeforeTheFirstTokenWithTheirStatus) {
-  auto s = Sim::flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.01"});
+  auto s = flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.01"});
   for (int status : {429, 500, 503}) {
     const Headers h = {{"X-Sim-Fault", "error=" + std::to_string(status)}};
-    Reply r = post(s->port, "/v1/chat/completions", chat("x"), h);
+    Reply r = post(s->port(), "/v1/chat/completions", chat("x"), h);
     EXPECT_EQ(r.status, static_cast<unsigned>(status));
     EXPECT_EQ(r.json_body()["error"]["code"], status);
     json sb = chat("x");
     sb["stream"] = true;
-    StreamReply st = stream(s->port, "/v1/chat/completions", sb, h);
+    StreamReply st = stream(s->port(), "/v1/chat/completions", sb, h);
     EXPECT_EQ(st.status, static_cast<unsigned>(status));
     EXPECT_TRUE(st.data.empty());
   }
-  EXPECT_EQ(post(s->port, "/v1/chat/completions", chat("x"), {{"X-Sim-Fault", "refuse"}}).status, 400u);
+  EXPECT_EQ(post(s->port(), "/v1/chat/completions", chat("x"), {{"X-Sim-Fault", "refuse"}}).status, 400u);
   // The instance still serves normally afterwards.
-  EXPECT_EQ(post(s->port, "/v1/chat/completions", chat("x")).status, 200u);
+  EXPECT_EQ(post(s->port(), "/v1/chat/completions", chat("x")).status, 200u);
 }
 
 TEST(EngineSim, DropAfterCutsTheStreamWithoutDone) {
-  auto s = Sim::flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.01"});
+  auto s = flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.01"});
   json b = chat("x", 20);
   b["stream"] = true;
-  StreamReply st = stream(s->port, "/v1/chat/completions", b, {{"X-Sim-Fault", "drop_after=3"}});
+  StreamReply st = stream(s->port(), "/v1/chat/completions", b, {{"X-Sim-Fault", "drop_after=3"}});
   EXPECT_EQ(st.status, 200u);
   EXPECT_FALSE(st.saw_done);
   EXPECT_FALSE(st.error.empty());
   EXPECT_GE(st.data.size(), 1u);
   EXPECT_LE(st.data.size(), 3u);
-  StreamReply whole = stream(s->port, "/v1/chat/completions", b);
+  StreamReply whole = stream(s->port(), "/v1/chat/completions", b);
   EXPECT_TRUE(whole.saw_done);
   EXPECT_EQ(whole.data.size(), 21u);  // role chunk + 20 tokens
 }
 
 TEST(EngineSim, StallAndSlowStartHoldTheResponse) {
-  auto s = Sim::flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.01"});
+  auto s = flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.01"});
   json b = chat("x", 5);
   b["stream"] = true;
   http::ClientTimeouts t = default_timeouts();
   t.idle = 300ms;
-  StreamReply stalled = stream(s->port, "/v1/chat/completions", b, {{"X-Sim-Fault", "stall=5s@2"}}, t);
+  StreamReply stalled = stream(s->port(), "/v1/chat/completions", b, {{"X-Sim-Fault", "stall=5s@2"}}, t);
   EXPECT_EQ(stalled.status, 200u);
   EXPECT_EQ(stalled.error_code, http::HttpError::timeout) << stalled.error;
   EXPECT_FALSE(stalled.saw_done);
@@ -754,66 +743,84 @@ TEST(EngineSim, StallAndSlowStartHoldTheResponse) {
 
   http::ClientTimeouts h = default_timeouts();
   h.header = 300ms;
-  Reply slow = post(s->port, "/v1/chat/completions", chat("x"), {{"X-Sim-Fault", "slow_start=5s"}}, h);
+  Reply slow = post(s->port(), "/v1/chat/completions", chat("x"), {{"X-Sim-Fault", "slow_start=5s"}}, h);
   EXPECT_EQ(slow.status, 0u);
   EXPECT_EQ(slow.error_code, http::HttpError::timeout) << slow.error;
   // Without the fault the same timeouts are met.
-  EXPECT_TRUE(stream(s->port, "/v1/chat/completions", b, {}, t).saw_done);
+  EXPECT_TRUE(stream(s->port(), "/v1/chat/completions", b, {}, t).saw_done);
 }
 
 TEST(EngineSim, ExitFaultEndsTheProcess) {
-  auto s = Sim::flags({"--flavor", "vllm", "--model", "m"});
-  Reply r = post(s->port, "/v1/chat/completions", chat("x"), {{"X-Sim-Fault", "exit"}});
+  auto s = flags({"--flavor", "vllm", "--model", "m"});
+  Reply r = post(s->port(), "/v1/chat/completions", chat("x"), {{"X-Sim-Fault", "exit"}});
   EXPECT_EQ(r.status, 0u);
-  EXPECT_EQ(s->proc->wait(20s), 1);
+  EXPECT_EQ(s->process().wait(20s), 1);
 }
 
 TEST(EngineSim, RefuseFlagClosesEveryConnection) {
-  auto s = Sim::flags({"--flavor", "vllm", "--model", "m", "--fault", "refuse"});
-  Reply r = get(s->port, "/health");
+  auto s = flags({"--flavor", "vllm", "--model", "m", "--fault", "refuse"});
+  Reply r = get(s->port(), "/health");
   EXPECT_EQ(r.status, 0u);
   EXPECT_FALSE(r.error.empty());
   EXPECT_NE(r.error_code, http::HttpError::connect_failed) << "accepted, then closed: " << r.error;
 }
 
 TEST(EngineSim, FlagFaultAppliesToEveryRequest) {
-  auto s = Sim::flags({"--flavor", "sglang", "--model", "m", "--fault", "error=503"});
-  Reply r = post(s->port, "/v1/chat/completions", chat("x"));
+  auto s = flags({"--flavor", "sglang", "--model", "m", "--fault", "error=503"});
+  Reply r = post(s->port(), "/v1/chat/completions", chat("x"));
   EXPECT_EQ(r.status, 503u);
   EXPECT_EQ(r.json_body()["object"], "error");
 }
 
 // ---- launch lines ----------------------------------------------------------------
 
+// The launcher stops waiting when the simulator exits: a bad flag fails the start at once (the
+// slow path is the 60 s start bound) and the log says why.
+TEST(EngineSimLauncher, ASimulatorThatExitsEndsTheWaitAtOnceWithItsReasonInTheLog) {
+  EngineSimOptions o;
+  o.args = {"--no-such-flag"};
+  o.start_timeout = 60s;
+  const auto t0 = std::chrono::steady_clock::now();
+  EngineSim bad(std::move(o));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_EQ(bad.port(), 0);
+  EXPECT_FALSE(bad.process().running());
+  EXPECT_NE(bad.log().find("no-such-flag"), std::string::npos) << bad.log();
+}
+
 TEST(EngineSim, WrapperScriptAndSymlinkNamedLikeTheEngine) {
   TempDir dir;
   const std::string script = dir.file("vllm");
   testing::write_file(script, "#!/bin/sh\nexec " + bin_path("cgn-engine-sim") + " -- vllm \"$@\"\n");
   ::chmod(script.c_str(), 0755);
-  Sim a;
-  a.launch({script, "serve", "org/model-a", "--port", "0", "--served-model-name", "a", "--sim-port-file",
-            a.port_file()});
-  EXPECT_EQ(get(a.port, "/v1/models").json_body()["data"][0]["id"], "a");
+  EngineSimOptions ao;
+  ao.program = script;
+  ao.engine_line = {"serve", "org/model-a"};
+  ao.args = {"--served-model-name", "a"};
+  Sim a = start(std::move(ao));
+  EXPECT_EQ(get(a->port(), "/v1/models").json_body()["data"][0]["id"], "a");
   EXPECT_EQ(
-      post(a.port, "/v1/chat/completions", {{"model", "a"}, {"messages", chat("x")["messages"]}}).status,
+      post(a->port(), "/v1/chat/completions", {{"model", "a"}, {"messages", chat("x")["messages"]}}).status,
       200u);
 
   const std::string link = dir.file("llama-server");
   ASSERT_EQ(::symlink(bin_path("cgn-engine-sim").c_str(), link.c_str()), 0);
-  Sim b;
-  b.launch({link, "-m", "/models/x.gguf", "--port", "0", "-np", "2", "--metrics", "--sim-port-file",
-            b.port_file()});
-  EXPECT_EQ(get(b.port, "/health").json_body()["status"], "ok");
-  EXPECT_NE(get(b.port, "/metrics").body.find("llamacpp:"), std::string::npos);
+  EngineSimOptions bo;
+  bo.program = link;
+  bo.engine_line = {"-m", "/models/x.gguf"};
+  bo.args = {"-np", "2", "--metrics"};
+  Sim b = start(std::move(bo));
+  EXPECT_EQ(get(b->port(), "/health").json_body()["status"], "ok");
+  EXPECT_NE(get(b->port(), "/metrics").body.find("llamacpp:"), std::string::npos);
 }
 
 TEST(EngineSim, SglangFlushCacheEvicts) {
-  auto s = Sim::flags({"--flavor", "sglang", "--model", "m", "--time-scale", "0.01"});
+  auto s = flags({"--flavor", "sglang", "--model", "m", "--time-scale", "0.01"});
   const std::string text = long_text(1000, 11);
-  ASSERT_EQ(post(s->port, "/v1/chat/completions", chat(text)).status, 200u);
-  EXPECT_NE(post(s->port, "/v1/chat/completions", chat(text)).header("X-Sim-Cached-Tokens"), "0");
-  EXPECT_EQ(call(s->port, http::Verb::post, "/flush_cache").status, 200u);
-  EXPECT_EQ(post(s->port, "/v1/chat/completions", chat(text)).header("X-Sim-Cached-Tokens"), "0");
+  ASSERT_EQ(post(s->port(), "/v1/chat/completions", chat(text)).status, 200u);
+  EXPECT_NE(post(s->port(), "/v1/chat/completions", chat(text)).header("X-Sim-Cached-Tokens"), "0");
+  EXPECT_EQ(call(s->port(), http::Verb::post, "/flush_cache").status, 200u);
+  EXPECT_EQ(post(s->port(), "/v1/chat/completions", chat(text)).header("X-Sim-Cached-Tokens"), "0");
 }
 
 // ---- footprint ------------------------------------------------------------------
@@ -843,19 +850,19 @@ double cpu_seconds(pid_t pid) {
 }
 
 TEST(EngineSim, IdleInstanceIsSmallAndRequestsAreCheap) {
-  auto s = Sim::flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.001"});
-  const long idle_rss = status_kb(s->proc->pid(), "VmRSS");
+  auto s = flags({"--flavor", "vllm", "--model", "m", "--time-scale", "0.001"});
+  const long idle_rss = status_kb(s->process().pid(), "VmRSS");
   constexpr int kRequests = 300;
-  const double cpu0 = cpu_seconds(s->proc->pid());
+  const double cpu0 = cpu_seconds(s->process().pid());
   for (int i = 0; i < kRequests; ++i) {
-    ASSERT_EQ(post(s->port, "/v1/chat/completions", chat(long_text(250, i), 16)).status, 200u);
+    ASSERT_EQ(post(s->port(), "/v1/chat/completions", chat(long_text(250, i), 16)).status, 200u);
   }
-  const double cpu1 = cpu_seconds(s->proc->pid());
-  const long rss = status_kb(s->proc->pid(), "VmRSS");
+  const double cpu1 = cpu_seconds(s->process().pid());
+  const long rss = status_kb(s->process().pid(), "VmRSS");
   std::printf(
       "[ measure ] fresh idle VmRSS %ld kB; after %d requests VmRSS %ld kB (RssAnon %ld kB); CPU per "
       "request %.1f us (~250-token prompts, 16 tokens out, buffered, one connection each)\n",
-      idle_rss, kRequests, rss, status_kb(s->proc->pid(), "RssAnon"), (cpu1 - cpu0) * 1e6 / kRequests);
+      idle_rss, kRequests, rss, status_kb(s->process().pid(), "RssAnon"), (cpu1 - cpu0) * 1e6 / kRequests);
   RecordProperty("idle_rss_kb", static_cast<int>(idle_rss));
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "RSS is not meaningful under ASan";
