@@ -196,11 +196,14 @@ TEST(DisaggE2E, AClientThatLeavesDuringThePrefillLegCancelsItAndNoDecodeLegIsSen
 }
 
 TEST(DisaggE2E, AdmissionCapsThePrefillRoleOnItsOwn) {
-  Sim p("p", {"--time-scale", "1"}), d("d", {"--time-scale", kFast});
+  // Time scale 10: a 6,000-token prefill takes ~4 s of wall time, so the leg is still held when
+  // the second request arrives even on a loaded host (at time scale 1 it was ~0.4 s, and a
+  // starved test thread sometimes sent the second request after the first had finished).
+  Sim p("p", {"--time-scale", "10"}), d("d", {"--time-scale", kFast});
   Router r({{"p", p.port, "prefill"}, {"d", d.port, "decode"}},
            "[router.admission]\nmax_queue = 10\nretry_after_s = 4\n"
            "[router.admission.models.m]\nprefill_max_queue = 1\n");
-  // One prefill leg held in the prefill node (a 6,000-token prompt at time scale 1).
+  // One prefill leg held in the prefill node.
   auto held = std::async(std::launch::async,
                          [&r] { return post(r.port, "/v1/chat/completions", chat(long_text(6000, 30), 2)); });
   ASSERT_TRUE(wait_until([&] { return p.running() == 1; }, 10s));
