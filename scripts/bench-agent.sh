@@ -16,12 +16,7 @@ REQUESTS=${REQUESTS:-2000}
 NODES=${NODES:-4}
 RPS=${RPS:-50}
 SECONDS_RUN=${SECONDS_RUN:-60}
-if [ -n "${RESULT_DIR:-}" ]; then
-  mkdir -p "$RESULT_DIR"
-  refuse_overwrite "$RESULT_DIR/agent-overhead.md" "$RESULT_DIR/agent-etcd-load.md"
-else
-  RESULT_DIR=$(new_results_dir)
-fi
+use_results_dir agent-overhead.md agent-etcd-load.md
 cmd="REQUESTS=$REQUESTS NODES=$NODES RPS=$RPS SECONDS_RUN=$SECONDS_RUN scripts/bench-agent.sh $BUILD_DIR"
 
 out=$RESULT_DIR/agent-overhead.md

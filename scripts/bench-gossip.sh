@@ -16,12 +16,7 @@ source scripts/lib/results.sh
 SIZES=${SIZES:-10,100}
 BENCH=$BUILD_DIR/bench/bench_state_gossip
 [[ -x $BENCH ]] || { echo "bench-gossip: $BENCH is missing (cmake --build $BUILD_DIR --target bench_state_gossip)" >&2; exit 1; }
-if [ -n "${RESULT_DIR:-}" ]; then
-  mkdir -p "$RESULT_DIR"
-  refuse_overwrite "$RESULT_DIR/gossip.md"
-else
-  RESULT_DIR=$(new_results_dir)
-fi
+use_results_dir gossip.md
 cmd="SIZES=$SIZES scripts/bench-gossip.sh $BUILD_DIR"
 prov=$(provenance "$cmd")  # the revision and load when the run starts
 tmp=$(mktemp)

@@ -20,12 +20,7 @@ LLMD_LIMIT=${LLMD_LIMIT:-0}
 LLMD_LEVELS=${LLMD_LEVELS:-0.5 0.85 1.0 1.2}
 CONV_LEVELS=${CONV_LEVELS:-0.5 0.85 1.0}
 [[ -x $BIN ]] || { echo "bench-pd-sim: $BIN is missing (cmake --build $BUILD_DIR --target cgn-bench)" >&2; exit 1; }
-if [ -n "${RESULT_DIR:-}" ]; then
-  mkdir -p "$RESULT_DIR"
-  refuse_overwrite "$RESULT_DIR/pd-sim.md"
-else
-  RESULT_DIR=$(new_results_dir)
-fi
+use_results_dir pd-sim.md
 cmd="JOBS=$JOBS LIMIT=$LIMIT LLMD_LIMIT=$LLMD_LIMIT LLMD_LEVELS=\"$LLMD_LEVELS\" CONV_LEVELS=\"$CONV_LEVELS\" scripts/bench-pd-sim.sh $BUILD_DIR"
 prov=$(provenance "$cmd")  # the revision and load when the run starts
 tmp=$(mktemp -d)

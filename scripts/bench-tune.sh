@@ -25,12 +25,7 @@ LIMIT=${LIMIT:-0}
 WEIGHTS=${WEIGHTS:-1 3 5 8 12}
 RATES=${RATES:-default}
 [[ -x $BIN ]] || { echo "bench-tune: $BIN is missing (cmake --build $BUILD_DIR --target cgn-bench)" >&2; exit 1; }
-if [ -n "${RESULT_DIR:-}" ]; then
-  mkdir -p "$RESULT_DIR"
-  refuse_overwrite "$RESULT_DIR/tune-even.md" "$RESULT_DIR/tune-even.jsonl"
-else
-  RESULT_DIR=$(new_results_dir)
-fi
+use_results_dir tune-even.md tune-even.jsonl
 cmd="JOBS=$JOBS LEVEL=$LEVEL NODES=$NODES LIMIT=$LIMIT WEIGHTS=\"$WEIGHTS\" RATES=\"$RATES\" scripts/bench-tune.sh $BUILD_DIR"
 prov=$(provenance "$cmd")  # the revision and load when the run starts
 tmp=$(mktemp -d)

@@ -40,6 +40,20 @@ refuse_overwrite() {
   done
 }
 
+# use_results_dir FILE...: sets RESULT_DIR for a script that writes FILE... there: the caller's
+# RESULT_DIR (created if needed; fails when any FILE is already in it), else a new folder.
+use_results_dir() {
+  if [ -n "${RESULT_DIR:-}" ]; then
+    mkdir -p "$RESULT_DIR"
+    local f
+    for f in "$@"; do
+      refuse_overwrite "$RESULT_DIR/$f" || return 1
+    done
+  else
+    RESULT_DIR=$(new_results_dir) || return 1
+  fi
+}
+
 # provenance COMMAND...: Markdown lines that say which revision, command and machine produced a
 # result file. Put them right under the file's title.
 provenance() {

@@ -15,6 +15,11 @@ new_results_dir "$tmp/run" >/dev/null 2>&1 && fail "new_results_dir accepted an 
 touch "$tmp/run/report.md"
 refuse_overwrite "$tmp/run/other.md" || fail "refuse_overwrite rejected a new file"
 refuse_overwrite "$tmp/run/other.md" "$tmp/run/report.md" 2>/dev/null && fail "refuse_overwrite accepted an existing file"
+RESULT_DIR="$tmp/given" use_results_dir a.md b.md || fail "use_results_dir refused a new folder"
+[ -d "$tmp/given" ] || fail "use_results_dir did not create the caller's folder"
+touch "$tmp/given/b.md"
+(RESULT_DIR="$tmp/given" use_results_dir a.md b.md 2>/dev/null) && fail "use_results_dir accepted a folder holding b.md"
+(RESULT_DIR="$tmp/given" use_results_dir c.md) || fail "use_results_dir refused a folder without c.md"
 case "$(results_revision)" in
   "$(git rev-parse --short=10 HEAD)" | "$(git rev-parse --short=10 HEAD)-dirty") ;;
   *) fail "results_revision gave '$(results_revision)'" ;;
