@@ -238,6 +238,31 @@ Result<uint16_t, GatewayError> Gateway::start() {
     return make_error(GatewayError::kStart, "gateway already started");
   }
   started_ = true;
+  auto sc = build_servers();
+  if (!sc) {
+    return sc.error();
+  }
+  if (auto st = listen(); !st) {
+    return st.error();
+  }
+  // The index changes with every dispatch and every live prefix: its size is read at each scrape,
+  // not copied at mirror refreshes (which would show 0 until the first one after traffic).
+  metrics_.registry().add_collect_callback(
+      [this] { metrics_.index_entries(static_cast<double>(nodes_.index_entries())); });
+  refresh_cluster_metrics();
+  maint_thread_ = std::thread([this] { maintenance_loop(); });
+  if (!keys_.enabled()) {
+    CGN_LOG_WARN(logger(), "no API keys configured: the gateway is open to anyone who can reach it");
+  } else {
+    CGN_LOG_INFO(logger(), "API keys loaded", log::kv("count", keys_.size()));
+  }
+  CGN_LOG_INFO(logger(), "router listening", log::kv("address", sc->host), log::kv("port", port_),
+               log::kv("tls", !sc->tls_cert_file.empty()), log::kv("policy", options_.router.policy),
+               log::kv("workers", sc->threads));
+  return port_;
+}
+
+Result<http::ServerConfig, GatewayError> Gateway::build_servers() {
   auto listen = parse_listen(options_.router.listen);
   if (!listen) {
     return listen.error();
@@ -293,6 +318,10 @@ Result<uint16_t, GatewayError> Gateway::start() {
   for (size_t i = 0; i < server_->worker_count(); ++i) {
     clients_.push_back(std::make_unique<http::HttpClient>(server_->worker_context(i), cc));
   }
+  return sc;
+}
+
+Status<GatewayError> Gateway::listen() {
   if (store_) {
     auto st = store_->start([this](const state::NodeEvent& ev) { on_node_event(ev); });
     if (!st) {
@@ -320,21 +349,7 @@ Result<uint16_t, GatewayError> Gateway::start() {
     }
     metrics_port_ = *mport;
   }
-  // The index changes with every dispatch and every live prefix: its size is read at each scrape,
-  // not copied at mirror refreshes (which would show 0 until the first one after traffic).
-  metrics_.registry().add_collect_callback(
-      [this] { metrics_.index_entries(static_cast<double>(nodes_.index_entries())); });
-  refresh_cluster_metrics();
-  maint_thread_ = std::thread([this] { maintenance_loop(); });
-  if (!keys_.enabled()) {
-    CGN_LOG_WARN(logger(), "no API keys configured: the gateway is open to anyone who can reach it");
-  } else {
-    CGN_LOG_INFO(logger(), "API keys loaded", log::kv("count", keys_.size()));
-  }
-  CGN_LOG_INFO(logger(), "router listening", log::kv("address", sc.host), log::kv("port", port_),
-               log::kv("tls", !sc.tls_cert_file.empty()), log::kv("policy", options_.router.policy),
-               log::kv("workers", sc.threads));
-  return port_;
+  return Ok{};
 }
 
 void Gateway::stop(std::chrono::milliseconds grace) {

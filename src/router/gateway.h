@@ -103,6 +103,10 @@ class Gateway {
   RejectionLog& rejections() { return rejections_; }
 
  private:
+  // start(), in two halves: the servers (API, metrics) and one upstream client per worker; then
+  // the store and the listeners. The API listener's ServerConfig comes back for the start log.
+  Result<http::ServerConfig, GatewayError> build_servers();
+  Status<GatewayError> listen();
   void on_node_event(const state::NodeEvent& ev);
   // Counts every state event; applies prefixes, policy and backend state (state_backend.cpp).
   // Returns true when it handled `ev` (anything but kUpsert / kRemove).
