@@ -11,8 +11,8 @@
 // held the core itself). Why one mutex rather than a striped or per-thread core: decide() reads
 // every node's load and the whole prefix index and record_dispatch() writes both, so any split
 // needs a merge step whose cost is of the order of the decision itself; measured with 1 vs 2
-// server workers (docs/architecture/router.md), the lock is not where the second worker's time
-// goes. The critical sections stay microseconds: no I/O, no logging, no allocation beyond the
+// server workers (docs/architecture/router.md, "Locking"), the lock is not where the second
+// worker's time goes. The critical sections stay microseconds: no I/O, no logging, no allocation beyond the
 // decision's vectors.
 //
 // Targets: a Target is what one attempt dials. A node target carries its routing index; a
