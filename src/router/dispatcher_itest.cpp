@@ -138,7 +138,12 @@ TEST(Dispatcher, APeerTargetIsDialledWithoutTheNodeTableAndFailsOverToTheNextPee
   EXPECT_EQ(live.seen()[0].header("X-Request-Id"), "cgn-upstream-id");
   // Peers are no nodes: nothing was added to, or marked in, the routing core.
   EXPECT_EQ(router.nodes.known_nodes(), 0u);
-  EXPECT_EQ(router.nodes.inflight("peer-up"), 0u);
+  for (const char* name : {"peer-down", "peer-up"}) {
+    EXPECT_EQ(router.nodes.locked(
+                  [&](routing::RoutingCore& core, NodeTable::Nodes&) { return core.find_node(name); }),
+              routing::kNoNode)
+        << name;
+  }
 }
 
 // A cascade: a buffered first step on a small model; its answer decides whether a second,
