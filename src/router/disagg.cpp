@@ -2,9 +2,7 @@
 
 #include <algorithm>
 
-#include "core/http/client.h"
 #include "core/log.h"
-#include "router/gateway.h"
 
 // GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames: a
 // false positive, as in src/sim/server.cpp.
@@ -19,15 +17,9 @@ using nlohmann::json;
 
 namespace {
 
-constexpr unsigned kClientClosed = 499;
-
 log::Logger logger() {
   static log::Logger l = log::get("router");
   return l;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 }  // namespace
@@ -86,230 +78,127 @@ void order_for_decode(std::vector<routing::Candidate>& ranked) {
 
 }  // namespace disagg
 
-PdRouter::Mode PdRouter::mode(std::string_view model) const {
-  std::lock_guard lock(g_.core_mu_);
-  for (const auto& [name, info] : g_.nodes_) {
-    const auto* st = g_.core_.node(info.index);
-    if (st != nullptr && st->role != routing::NodeRole::kBoth && st->serves(model)) {
-      return Mode::kDisaggregated;
-    }
+asio::awaitable<void> PdPlan::serve(RequestContext& ctx, Dispatcher& d) {
+  std::optional<Dispatcher::Step> decode = co_await prefill(ctx, d);
+  if (!decode) {
+    co_return;
   }
-  return Mode::kAggregated;
+  ctx.role = routing::RoleWanted::kDecode;  // decode and both nodes; ranked by load, then overlap
+  co_await serve_ranked(ctx, d, s_, *decode, /*decode_order=*/true);
 }
 
-asio::awaitable<void> PdRouter::fail(http::Exchange& ex, const ApiError& e, const std::string& request_id,
-                                     std::string_view model, std::string_view endpoint,
-                                     std::chrono::steady_clock::time_point start, uint32_t retry_after_s) {
-  http::Response res = http::make_error_response(e);
-  res.set("X-Request-Id", request_id);
-  if (retry_after_s > 0) {
-    res.set(http::Field::retry_after, std::to_string(retry_after_s));
-  }
-  (void)co_await ex.respond(std::move(res));
-  g_.metrics_.request_done(model, endpoint, static_cast<unsigned>(e.status), seconds_since(start));
-}
-
-asio::awaitable<PdRouter::Leg> PdRouter::prefill(http::Exchange& ex, const http::Request& req,
-                                                 routing::RouteRequest rr, const std::string& request_id,
-                                                 std::string_view ep_label,
-                                                 std::chrono::steady_clock::time_point start,
-                                                 const MakeRequest& make) {
-  Leg leg;
-  const auto& rc = g_.options_.router;
-  const std::string model(rr.model);
-  const bool fallback_ok = rc.disaggregation.fallback == "aggregated";
-
-  // Objects passed to a co_await are named first: GCC 12 mis-handles temporaries there.
-  auto body = disagg::prefill_body(req.body());
+asio::awaitable<std::optional<Dispatcher::Step>> PdPlan::prefill(RequestContext& ctx, Dispatcher& d) {
+  const std::string& model = ctx.model;
+  auto body = disagg::prefill_body(ctx.req.body());
   if (!body) {
-    const ApiError e = bad_request("The request body must be a JSON object.");
-    co_await fail(ex, e, request_id, model, ep_label, start);
-    leg.done = true;
-    co_return leg;
+    co_await answer_error(ctx, s_.metrics, bad_request("The request body must be a JSON object."));
+    co_return std::nullopt;
   }
+  prefill_body_ = std::move(*body);
+  Dispatcher::Step decode;
+  decode.role = "decode";
 
   // The prefill node with the best overlap (the kv score over prefill-capable nodes).
-  rr.role = routing::RoleWanted::kPrefill;
-  std::vector<Target> targets;
-  std::string why;
-  {
-    std::lock_guard lock(g_.core_mu_);
-    auto decided = g_.core_.decide(rr);
-    if (!decided.ok()) {
-      why = std::string(routing::to_string(decided.error().code));
-    } else {
-      for (const auto& c : decided->ranked) {
-        if (targets.size() >= g_.options_.max_attempts) {
-          break;
-        }
-        const auto* st = g_.core_.node(c.node);
-        if (st == nullptr) {
-          continue;
-        }
-        auto it = g_.nodes_.find(st->id);
-        if (it != g_.nodes_.end()) {
-          targets.push_back(Target{it->first, it->second.endpoint, c.node});
-        }
-      }
-    }
-  }
-  if (targets.empty()) {
-    g_.metrics_.pd_leg(model, "prefill", "no_node");
-    if (fallback_ok) {
-      CGN_LOG_DEBUG(logger(), "no prefill node; serving aggregated", log::kv("request_id", request_id),
+  ctx.role = routing::RoleWanted::kPrefill;
+  auto ranked = s_.nodes.rank(ctx.route(), s_.max_attempts, /*decode_order=*/false);
+  const std::string why = ranked ? std::string() : std::string(routing::to_string(ranked.error().code));
+  if (!ranked || ranked->targets.empty()) {
+    s_.metrics.pd_leg(model, "prefill", "no_node");
+    if (s_.rc.disaggregation.fallback == "aggregated") {
+      CGN_LOG_DEBUG(logger(), "no prefill node; serving aggregated", log::kv("request_id", ctx.request_id),
                     log::kv("model", model), log::kv("why", why));
-      g_.metrics_.pd_leg(model, "decode", "fallback");
-      co_return leg;
+      s_.metrics.pd_leg(model, "decode", "fallback");
+      co_return decode;
     }
     const ApiError e = service_unavailable("No prefill node can serve model '" + model + "' now (" + why +
                                                ") and [router.disaggregation] fallback is \"reject\".",
                                            "no_prefill_node");
-    co_await fail(ex, e, request_id, model, ep_label, start);
-    leg.done = true;
-    co_return leg;
+    co_await answer_error(ctx, s_.metrics, e);
+    co_return std::nullopt;
   }
 
-  Admission::Slot slot = g_.admission_.try_acquire(model, "prefill");
+  Admission::Slot slot = s_.admission.try_acquire(model, "prefill");
   if (!slot.held()) {
-    g_.metrics_.admission_rejected(model, "queue_full");
+    s_.metrics.admission_rejected(model, "queue_full");
     const ApiError e = too_many_requests(
         "Too many prefill requests in flight for model '" + model + "'; retry later.", "queue_full");
-    co_await fail(ex, e, request_id, model, ep_label, start,
-                  std::max<uint32_t>(1, g_.admission_.retry_after_s()));
-    leg.done = true;
-    co_return leg;
+    co_await answer_error(ctx, s_.metrics, e, std::max<uint32_t>(1, s_.admission.retry_after_s()));
+    co_return std::nullopt;
   }
 
-  http::HttpClient& client = *g_.clients_[ex.worker_index()];
-  http::ClientTimeouts timeouts;
-  timeouts.connect = std::chrono::milliseconds(rc.timeouts.connect_ms);
-  timeouts.header = std::chrono::milliseconds(rc.timeouts.first_token_ms);
-  timeouts.idle = std::chrono::milliseconds(rc.timeouts.idle_ms);
-  timeouts.body = std::chrono::milliseconds(rc.timeouts.request_ms);
-
-  std::optional<http::Response> last_answer;
-  std::string last_answer_node;
-  std::string last_error;
-  bool last_timeout = false;
-  bool gave_up = false;  // a second node closed on this request: no further node, no fallback
-  // The client left during the prefill leg: the server cancelled the pending send (the
-  // connection to the prefill node closes, so the node aborts the request), or it left before an
-  // attempt began. Either way no decode leg follows.
-  auto client_left = [&] {
-    g_.metrics_.pd_leg(model, "prefill", "cancelled");
-    g_.metrics_.request_done(model, ep_label, kClientClosed, seconds_since(start));
-    CGN_LOG_DEBUG(logger(), "client left during the prefill leg", log::kv("request_id", request_id));
-    leg.done = true;
-  };
-  for (size_t i = 0; i < targets.size() && !gave_up; ++i) {
-    const Target& t = targets[i];
-    const bool more = i + 1 < targets.size();
-    if (!ex.client_open()) {
-      // A cancellation emitted between two awaits is not seen by the next send: check first.
-      client_left();
-      co_return leg;
-    }
-    routing::DispatchTicket ticket;
-    {
-      std::lock_guard lock(g_.core_mu_);
-      ticket = g_.core_.record_dispatch(t.index, rr);
-    }
-    const http::Upstream up{t.endpoint.host, t.endpoint.port, t.endpoint.tls};
-    http::Request leg_req = make(t, *body, "prefill");
-    const http::ClientTimeouts attempt_timeouts = with_continue(timeouts, t.endpoint, rc);
-    auto res = co_await client.send(up, std::move(leg_req), attempt_timeouts);
-    {
-      std::lock_guard lock(g_.core_mu_);
-      if (res.ok()) {
-        g_.core_.record_first_token(ticket);
-      }
-      g_.core_.record_completion(ticket);
-    }
-    if (!ex.client_open()) {
-      client_left();
-      co_return leg;
-    }
-    if (!res) {
-      const auto code = res.error().code;
-      last_error = t.node + ": " + res.error().message;
-      last_timeout = code == http::HttpError::timeout;
-      if (code == http::HttpError::connect_failed) {
-        g_.mark_refused(t.node);  // passive health, as for any attempt
-      }
-      const AttemptFailure f = failure_of(code);
-      gave_up = !leg.retries.allows_retry_after(f);
-      if (more && !gave_up) {
-        g_.metrics_.retry(model, reason_label(f));
-      }
-      CGN_LOG_DEBUG(logger(), "prefill leg failed", log::kv("request_id", request_id),
-                    log::kv("node", t.node), log::kv("error", res.error().message));
-      continue;
-    }
-    const unsigned status = res->result_int();
-    if (status == 429 || status >= 500) {
-      const AttemptFailure f = failure_of_answer(status, *res);
-      gave_up = !leg.retries.allows_retry_after(f);
-      last_answer_node = t.node;
-      last_answer = std::move(*res);
-      if (more && !gave_up) {
-        g_.metrics_.retry(model, reason_label(f));
-      }
-      continue;
-    }
-    if (status != 200) {
-      // The node refused the request itself (4xx): a decode node would too. Relay its answer.
-      http::Response out =
-          http::make_response(status, res->body(), std::string((*res)[http::Field::content_type]));
-      out.set("X-CGN-Node", t.node);
-      out.set("X-Request-Id", request_id);
-      (void)co_await ex.respond(std::move(out));
-      g_.metrics_.pd_leg(model, "prefill", "refused");
-      g_.metrics_.request_done(model, ep_label, status, seconds_since(start));
-      leg.done = true;
-      co_return leg;
-    }
-    leg.prefill_node = t.node;
-    leg.answered = std::chrono::steady_clock::now();
-    if (auto params = disagg::handoff_params(res->body())) {
-      leg.decode_body = disagg::decode_body(req.body(), *params);
-      g_.metrics_.pd_leg(model, "prefill", "handoff");
-      g_.metrics_.pd_leg(model, "decode", "pull");
-    } else {
-      // A stop token came first (or the node kept no blocks): decode computes the prompt itself.
-      g_.metrics_.pd_leg(model, "prefill", "no_params");
-      g_.metrics_.pd_leg(model, "decode", "recompute");
-    }
-    co_return leg;
+  Dispatcher::Step step;
+  step.role = "prefill";
+  step.body = &prefill_body_;
+  step.buffered = true;
+  Dispatcher::Outcome out = co_await d.run(ctx, step, ranked->targets);
+  switch (out.kind) {
+    case Dispatcher::Outcome::Kind::kClientLeft:
+      // The server cancelled the pending send (the connection to the prefill node closes, so the
+      // node aborts the request), or the client left before an attempt began: no decode leg.
+      s_.metrics.pd_leg(model, "prefill", "cancelled");
+      CGN_LOG_DEBUG(logger(), "client left during the prefill leg", log::kv("request_id", ctx.request_id));
+      co_return std::nullopt;
+    case Dispatcher::Outcome::Kind::kFailed:
+      co_return co_await prefill_failed(ctx, d, out, ranked->targets.size());
+    case Dispatcher::Outcome::Kind::kDone:
+    case Dispatcher::Outcome::Kind::kHeld:
+      break;
   }
+  const unsigned status = out.answer->result_int();
+  if (status != 200) {
+    // The node refused the request itself (4xx): a decode node would too. Relay its answer.
+    http::Response res = http::make_response(status, out.answer->body(),
+                                             std::string((*out.answer)[http::Field::content_type]));
+    res.set("X-CGN-Node", out.node);
+    res.set("X-Request-Id", ctx.request_id);
+    (void)co_await ctx.ex.respond(std::move(res));
+    s_.metrics.pd_leg(model, "prefill", "refused");
+    s_.metrics.request_done(model, ctx.endpoint, status, seconds_since(ctx.start));
+    co_return std::nullopt;
+  }
+  co_return handoff(ctx, out);
+}
 
-  // Every prefill attempt failed before answering.
-  g_.metrics_.pd_leg(model, "prefill", "failed");
-  if (gave_up) {
-    CGN_LOG_WARN(logger(),
-                 "a second node closed the connection on this request before answering; not retried",
-                 log::kv("request_id", request_id), log::kv("model", model));
-  } else if (fallback_ok) {
+Dispatcher::Step PdPlan::handoff(RequestContext& ctx, const Dispatcher::Outcome& out) {
+  Dispatcher::Step decode;
+  decode.role = "decode";
+  decode.prefill_node = out.node;
+  decode.handed_over = std::chrono::steady_clock::now();
+  if (auto params = disagg::handoff_params(out.answer->body())) {
+    decode_body_ = disagg::decode_body(ctx.req.body(), *params);
+    decode.body = &decode_body_;
+    s_.metrics.pd_leg(ctx.model, "prefill", "handoff");
+    s_.metrics.pd_leg(ctx.model, "decode", "pull");
+  } else {
+    // A stop token came first (or the node kept no blocks): decode computes the prompt itself.
+    s_.metrics.pd_leg(ctx.model, "prefill", "no_params");
+    s_.metrics.pd_leg(ctx.model, "decode", "recompute");
+  }
+  return decode;
+}
+
+asio::awaitable<std::optional<Dispatcher::Step>> PdPlan::prefill_failed(RequestContext& ctx, Dispatcher& d,
+                                                                        Dispatcher::Outcome& out,
+                                                                        size_t targets) {
+  s_.metrics.pd_leg(ctx.model, "prefill", "failed");
+  // A second node that closed on the request (gave_up) ends it: no fallback either.
+  if (!out.gave_up && s_.rc.disaggregation.fallback == "aggregated") {
     CGN_LOG_WARN(logger(), "every prefill attempt failed; decode recomputes",
-                 log::kv("request_id", request_id), log::kv("model", model));
-    g_.metrics_.pd_leg(model, "decode", "fallback");
-    co_return leg;
+                 log::kv("request_id", ctx.request_id), log::kv("model", ctx.model));
+    s_.metrics.pd_leg(ctx.model, "decode", "fallback");
+    Dispatcher::Step decode;
+    decode.role = "decode";
+    co_return decode;
   }
-  leg.done = true;
-  if (last_answer.has_value()) {
-    const unsigned status = last_answer->result_int();
-    http::Response out = http::make_response(status, last_answer->body(),
-                                             std::string((*last_answer)[http::Field::content_type]));
-    out.set("X-CGN-Node", last_answer_node);
-    out.set("X-Request-Id", request_id);
-    (void)co_await ex.respond(std::move(out));
-    g_.metrics_.request_done(model, ep_label, status, seconds_since(start));
-    co_return leg;
+  if (out.answer.has_value()) {
+    co_await d.answer_failure(ctx, out);
+    co_return std::nullopt;
   }
-  const std::string what = "All " + std::to_string(targets.size()) + " prefill attempts for model '" + model +
-                           "' failed; last: " + last_error;
-  const ApiError e = last_timeout ? gateway_timeout(what) : bad_gateway(what);
-  co_await fail(ex, e, request_id, model, ep_label, start);
-  co_return leg;
+  const std::string what = "All " + std::to_string(targets) + " prefill attempts for model '" + ctx.model +
+                           "' failed; last: " + out.last_error_text;
+  const ApiError e = out.last_error == http::HttpError::timeout ? gateway_timeout(what) : bad_gateway(what);
+  co_await answer_error(ctx, s_.metrics, e);
+  co_return std::nullopt;
 }
 
 }  // namespace cgn::router

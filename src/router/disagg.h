@@ -14,11 +14,9 @@
 // when no prefill node is eligible the request is served aggregated on a decode/both node if
 // [router.disaggregation] fallback = "aggregated" (the default), else it gets a 503.
 //
-// The pure functions are unit-tested in disagg_test.cpp; PdRouter runs the prefill leg for
-// Gateway's request flow (gateway.cpp calls mode() and prefill(); the decode leg is the gateway's
-// ordinary attempt loop with the body and role PdRouter hands back). Thread-safety: PdRouter is
-// a short-lived view of the Gateway on one server worker; it takes the gateway's core mutex only
-// around routing decisions and tickets.
+// The pure functions are unit-tested in disagg_test.cpp; PdPlan runs both legs on the
+// Dispatcher (the decode leg is the aggregated path's relayed step with the body and role the
+// prefill leg hands over). Thread-safety: a PdPlan lives for one request on one server worker.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -29,16 +27,11 @@
 #include <string_view>
 #include <vector>
 
-#include "core/http/server.h"
-#include "core/openai_error.h"
 #include "core/result.h"
-#include "router/retry_budget.h"
+#include "router/request_plan.h"
 #include "routing/router_core.h"
-#include "state/state_store.h"
 
 namespace cgn::router {
-
-class Gateway;
 
 namespace disagg {
 
@@ -59,52 +52,30 @@ void order_for_decode(std::vector<routing::Candidate>& ranked);
 
 }  // namespace disagg
 
-class PdRouter {
+// The two-step plan of a disaggregated request (request_plan.h): the prefill step buffered on
+// the prefill nodes, then the decode step relayed from a decode node. The decode leg's admission
+// slot is the request's (request_intake.h); the prefill leg takes its own (model, prefill) slot
+// while it runs.
+class PdPlan final : public RequestPlan {
  public:
-  explicit PdRouter(Gateway& g) : g_(g) {}
-
-  enum class Mode {
-    kAggregated,     // no node serving the model has a prefill or decode role
-    kDisaggregated,  // run the prefill leg, then decode
-  };
-  Mode mode(std::string_view model) const;
-
-  // One prefill target (resolved under the gateway's lock).
-  struct Target {
-    std::string node;
-    state::NodeEndpoint endpoint;
-    routing::NodeIndex index = routing::kNoNode;
-  };
-  // Builds the upstream request for a leg (the gateway's header rules): target, body, role.
-  using MakeRequest =
-      std::function<http::Request(const Target&, const std::string& body, std::string_view role)>;
-
-  struct Leg {
-    // The client has been answered (an error, a relayed prefill answer, or the client left):
-    // the gateway stops here.
-    bool done = false;
-    // The decode leg's body; nullopt: the client's own body (decode recomputes the prompt).
-    std::optional<std::string> decode_body;
-    std::string prefill_node;                          // the prefill node that answered; empty when none did
-    std::chrono::steady_clock::time_point answered{};  // when it answered (handoff timing)
-    // The request's retries so far; the decode leg goes on with it (a prefill node that closed
-    // on the request counts against the decode leg too).
-    RetryBudget retries;
-  };
-
-  // Runs the prefill leg for `rr` (role is set to kPrefill for the decision). On success the
-  // gateway continues with the decode leg (rr.role = kDecode, body = decode_body).
-  boost::asio::awaitable<Leg> prefill(http::Exchange& ex, const http::Request& req, routing::RouteRequest rr,
-                                      const std::string& request_id, std::string_view endpoint_label,
-                                      std::chrono::steady_clock::time_point start, const MakeRequest& make);
+  explicit PdPlan(GatewayServices& s) : s_(s) {}
+  boost::asio::awaitable<void> serve(RequestContext& ctx, Dispatcher& d) override;
 
  private:
-  // Answers the client with `e` and records the request.
-  boost::asio::awaitable<void> fail(http::Exchange& ex, const ApiError& e, const std::string& request_id,
-                                    std::string_view model, std::string_view endpoint,
-                                    std::chrono::steady_clock::time_point start, uint32_t retry_after_s = 0);
+  // Runs the prefill leg; the decode step to run next, or nullopt when the client has been
+  // answered (an error, a relayed refusal) or has left.
+  boost::asio::awaitable<std::optional<Dispatcher::Step>> prefill(RequestContext& ctx, Dispatcher& d);
+  // Every prefill attempt failed: the decode step when [router.disaggregation] fallback allows
+  // recomputing, else the client gets the failure.
+  boost::asio::awaitable<std::optional<Dispatcher::Step>> prefill_failed(RequestContext& ctx, Dispatcher& d,
+                                                                         Dispatcher::Outcome& out,
+                                                                         size_t targets);
+  // The prefill node answered 200: the decode step, with its kv_transfer_params when it sent some.
+  Dispatcher::Step handoff(RequestContext& ctx, const Dispatcher::Outcome& out);
 
-  Gateway& g_;
+  GatewayServices& s_;
+  std::string prefill_body_;
+  std::string decode_body_;
 };
 
 }  // namespace cgn::router

@@ -1,19 +1,20 @@
 // Gateway: the cgn-router application object. It owns the HTTP server (OpenAI API, /health,
-// /metrics, /dashboard/), one upstream HttpClient per server worker, the RoutingCore (behind a
-// mutex), admission counters, the metrics probe and the StateStore that feeds node state.
-// main.cpp only parses flags and configuration, builds a Gateway, and waits for signals.
+// /metrics, /dashboard/), one upstream HttpClient per server worker, the NodeTable (routing core
+// and node endpoints), admission counters, the metrics probe and the StateStore that feeds node
+// state. main.cpp only parses flags and configuration, builds a Gateway, and waits for signals.
 //
-// Request flow (docs/architecture/router.md has the full trace): auth -> parse the body once
-// (core/canonical.h) -> model known? -> prefix digests -> admission (in-flight cap, deadline) ->
-// RoutingCore::decide -> up to 3 attempts on the ranked nodes; an attempt fails over on connect
-// error, timeout, 429/5xx or an upstream that dies before its first body byte; once a byte has
-// reached the client it never retries -> relay (SSE events flushed one by one, or the buffered
-// body) with X-CGN-Node and X-Request-Id -> close the routing ticket and record metrics.
+// Request flow (docs/architecture/router.md has the full trace), one unit per stage:
+//   intake.h          auth from the headers alone (before the body is read)
+//   request_intake.h  client headers, body parse, model, prefix digests, admission
+//   request_plan.h    the steps: AggregatedPlan (one relayed step) or PdPlan (disagg.h: prefill
+//                     buffered, then decode relayed)
+//   dispatcher.h      one step: ranked attempts, failover before the first byte, relay, cancel
+//   node_table.h      decisions and in-flight tickets (the routing core, one short lock each)
 //
 // Threads: the server's N workers run handlers; the store's thread delivers node events; one
-// maintenance thread refreshes the cluster mirror every mirror_interval. RoutingCore and the
-// node table are guarded by one mutex (decisions take microseconds). start()/stop()/reload()
-// are for the owning thread (main); everything else is safe from any thread.
+// maintenance thread refreshes the cluster mirror every mirror_interval. Only NodeTable touches
+// the routing core (node_table.h says which lock each call takes). start()/stop()/reload() are
+// for the owning thread (main); everything else is safe from any thread.
 #pragma once
 
 #include <atomic>
@@ -36,14 +37,15 @@
 #include "core/log.h"
 #include "router/admission.h"
 #include "router/api_keys.h"
+#include "router/dispatcher.h"
 #include "router/intake.h"
+#include "router/node_table.h"
 #include "router/router_metrics.h"
-#include "routing/router_core.h"
 #include "state/state_store.h"
 
 namespace cgn::router {
 
-class PdRouter;
+class GatewayHandlers;  // gateway.cpp: the route table's coroutines
 
 enum class GatewayError { kConfig, kStart };
 
@@ -65,10 +67,6 @@ struct GatewayOptions {
 Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(const config::RouterConfig& cfg,
                                                                            std::chrono::milliseconds interval,
                                                                            agent::GrpcSecurity security = {});
-
-// The timeouts of one attempt on `endpoint`: agents get continue_wait = [router.timeouts] continue_ms.
-http::ClientTimeouts with_continue(http::ClientTimeouts t, const state::NodeEndpoint& endpoint,
-                                   const config::RouterConfig& rc);
 
 // "HOST:PORT" (IPv6 in brackets) -> host, port.
 Result<std::pair<std::string, uint16_t>, GatewayError> parse_listen(std::string_view listen);
@@ -104,30 +102,20 @@ class Gateway {
   uint16_t metrics_port() const { return metrics_port_; }
   RejectionLog& rejections() { return rejections_; }
 
-  struct NodeInfo {
-    std::string name;
-    state::NodeEndpoint endpoint;
-    routing::NodeIndex index = routing::kNoNode;
-    // Set when the node refused a connection and left routing (passive health); cleared when it
-    // is let back in after [router.timeouts] passive_retry_ms.
-    std::optional<std::chrono::steady_clock::time_point> refused_at;
-  };
-
  private:
-  class Handlers;
-  friend class Handlers;
-  friend class PdRouter;  // disagg.h: the prefill leg of disaggregated serving
-
+  // start(), in two halves: the servers (API, metrics) and one upstream client per worker; then
+  // the store and the listeners. The API listener's ServerConfig comes back for the start log.
+  Result<http::ServerConfig, GatewayError> build_servers();
+  Status<GatewayError> listen();
   void on_node_event(const state::NodeEvent& ev);
   // Counts every state event; applies prefixes, policy and backend state (state_backend.cpp).
   // Returns true when it handled `ev` (anything but kUpsert / kRemove).
   bool apply_state_event(const state::NodeEvent& ev);
   void maintenance_loop();
-  // Passive health. mark_refused: `node` refused a connection (or sent no "100 Continue"); it
-  // leaves routing now. readmit_refused: nodes marked longer than passive_retry_ms ago go back
-  // into routing, so an etcd or gossip node (never polled) is not lost to one refusal; the next
-  // request tries it and marks it again if it still refuses. Both take core_mu_.
-  void mark_refused(std::string_view node);
+  // Passive health: nodes that refused a connection (NodeTable::mark_refused, from an attempt)
+  // and were marked longer than passive_retry_ms ago go back into routing, so an etcd or gossip
+  // node (never polled) is not lost to one refusal; the next request tries it and marks it again
+  // if it still refuses.
   void readmit_refused();
   void log_stale_nodes(const std::vector<NodeSnapshot>& snap);
 
@@ -140,11 +128,10 @@ class Gateway {
   Admission admission_;
   log::StateChangeLogger node_changes_{log::get("router")};  // "node in routing" / "left" once per change
 
-  mutable std::mutex core_mu_;  // guards core_ and nodes_
-  routing::RoutingCore core_;
-  std::map<std::string, NodeInfo, std::less<>> nodes_;
+  NodeTable nodes_;
+  GatewayServices services_;  // references to the members above, for the request path
 
-  std::unique_ptr<Handlers> handlers_;
+  std::unique_ptr<GatewayHandlers> handlers_;
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<http::Server> metrics_server_;  // [router.metrics] listen; null: /metrics on server_
   // One client per server worker, on that worker's io_context; declared after server_ so the

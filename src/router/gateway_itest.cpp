@@ -848,27 +848,10 @@ struct BadCase {
   const char* message_part;
 };
 
-TEST(Gateway, BadInputsGetExactOpenAIErrors) {
-  Cluster c({.nodes = 1, .tweak = [](config::RouterConfig& r) {
-               r.limits.max_body_bytes = 64 * 1024;
-               r.limits.max_messages = 8;
-               r.limits.max_json_depth = 16;
-               r.limits.max_header_bytes = 4096;
-             }});
-  std::string deep = R"({"model":"test-model","messages":[{"role":"user","content":"x"}],"x":)";
-  for (int i = 0; i < 20; ++i) {
-    deep += "[";
-  }
-  for (int i = 0; i < 20; ++i) {
-    deep += "]";
-  }
-  deep += "}";
-  nlohmann::json many = {{"model", "test-model"}, {"messages", nlohmann::json::array()}};
-  for (int i = 0; i < 9; ++i) {
-    many["messages"].push_back({{"role", "user"}, {"content", "m"}});
-  }
+// The bad inputs and the error each one gets.
+std::vector<BadCase> bad_body_cases() {
   const auto post = http::Verb::post;
-  const std::vector<BadCase> cases = {
+  return {
       {"malformed json",
        post,
        "/v1/chat/completions",
@@ -941,6 +924,24 @@ TEST(Gateway, BadInputsGetExactOpenAIErrors) {
        "messages",
        "",
        "'messages' is required"},
+  };
+}
+
+std::vector<BadCase> bad_request_cases() {
+  std::string deep = R"({"model":"test-model","messages":[{"role":"user","content":"x"}],"x":)";
+  for (int i = 0; i < 20; ++i) {
+    deep += "[";
+  }
+  for (int i = 0; i < 20; ++i) {
+    deep += "]";
+  }
+  deep += "}";
+  nlohmann::json many = {{"model", "test-model"}, {"messages", nlohmann::json::array()}};
+  for (int i = 0; i < 9; ++i) {
+    many["messages"].push_back({{"role", "user"}, {"content", "m"}});
+  }
+  const auto post = http::Verb::post;
+  return {
       {"too many messages",
        post,
        "/v1/chat/completions",
@@ -1033,6 +1034,24 @@ TEST(Gateway, BadInputsGetExactOpenAIErrors) {
        ""},
       {"unknown path", post, "/v1/nothing", "{}", {}, 404, "not_found_error", "", "", ""},
   };
+}
+
+std::vector<BadCase> bad_input_cases() {
+  std::vector<BadCase> all = bad_body_cases();
+  for (auto& k : bad_request_cases()) {
+    all.push_back(std::move(k));
+  }
+  return all;
+}
+
+TEST(Gateway, BadInputsGetExactOpenAIErrors) {
+  Cluster c({.nodes = 1, .tweak = [](config::RouterConfig& r) {
+               r.limits.max_body_bytes = 64 * 1024;
+               r.limits.max_messages = 8;
+               r.limits.max_json_depth = 16;
+               r.limits.max_header_bytes = 4096;
+             }});
+  const std::vector<BadCase> cases = bad_input_cases();
   for (const auto& k : cases) {
     Client cl(c.port());
     const Reply r = cl.send(k.verb, k.target, k.body, k.headers);

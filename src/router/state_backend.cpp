@@ -72,45 +72,45 @@ bool Gateway::apply_state_event(const state::NodeEvent& ev) {
       // A cordon flip is not a health change: apply the flag first and refresh
       // cgn_cluster_node_cordoned now (on_node_event then applies the whole update).
       if (ev.update.cordoned) {
-        std::lock_guard lock(core_mu_);
-        const auto* st = core_.node(ev.id);
-        if (st != nullptr && st->cordoned != *ev.update.cordoned) {
-          routing::NodeUpdate flag;
-          flag.cordoned = ev.update.cordoned;
-          core_.upsert_node(ev.id, flag, ev.source);
-          request_mirror_refresh();
-        }
+        nodes_.locked([&](routing::RoutingCore& core, NodeTable::Nodes&) {
+          const auto* st = core.node(ev.id);
+          if (st != nullptr && st->cordoned != *ev.update.cordoned) {
+            routing::NodeUpdate flag;
+            flag.cordoned = ev.update.cordoned;
+            core.upsert_node(ev.id, flag, ev.source);
+            request_mirror_refresh();
+          }
+        });
       }
       return false;
     }
     case state::NodeEvent::Kind::kRemove:
       return false;
-    case state::NodeEvent::Kind::kPrefixes: {
-      std::lock_guard lock(core_mu_);
-      const routing::NodeIndex idx = core_.find_node(ev.id);
-      if (idx == routing::kNoNode) {
-        return true;
-      }
-      if (!ev.removed.empty()) {
-        core_.remove_prefixes(idx, ev.removed);
-      }
-      if (!ev.confirmed.empty()) {
-        core_.confirm_prefixes(idx, ev.confirmed);
-      }
+    case state::NodeEvent::Kind::kPrefixes:
+      nodes_.locked([&](routing::RoutingCore& core, NodeTable::Nodes&) {
+        const routing::NodeIndex idx = core.find_node(ev.id);
+        if (idx == routing::kNoNode) {
+          return;
+        }
+        if (!ev.removed.empty()) {
+          core.remove_prefixes(idx, ev.removed);
+        }
+        if (!ev.confirmed.empty()) {
+          core.confirm_prefixes(idx, ev.confirmed);
+        }
+      });
       return true;
-    }
     case state::NodeEvent::Kind::kPolicy: {
       if (!ev.policy) {
         return true;
       }
       const auto next = policy_from_config(*ev.policy);
       std::string change;
-      {
-        std::lock_guard lock(core_mu_);
-        change = describe_policy_change(core_.policy(), next);
-        core_.set_policy(next);
-        core_.set_index_config(index_from_config(*ev.policy));
-      }
+      nodes_.locked([&](routing::RoutingCore& core, NodeTable::Nodes&) {
+        change = describe_policy_change(core.policy(), next);
+        core.set_policy(next);
+        core.set_index_config(index_from_config(*ev.policy));
+      });
       admission_.set_config(ev.policy->admission);
       CGN_LOG_INFO(log::get("router"), "routing policy applied from the state backend",
                    log::kv("origin", ev.policy_origin),
