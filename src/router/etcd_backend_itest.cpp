@@ -292,6 +292,12 @@ TEST_F(EtcdBackend, EtcdRestartMidTrafficFailsNoRequestAndConvergesWithoutDuplic
   const std::string body = chat_body("m", long_prompt("restart"));
   const auto digests = body_digests(body);
   publish("a", digests);
+  // Every published digest has arrived as a prefixes event before the baseline is read (a first
+  // request can land on a by the tie-break before the events do).
+  const auto prefix_events = [&] {
+    return metric(metrics(), "cgn_router_state_events_total{backend=\"etcd\",kind=\"prefixes\"}");
+  };
+  ASSERT_TRUE(wait_until([&] { return prefix_events() >= static_cast<double>(digests.size()); }, 5s));
   ASSERT_TRUE(wait_until([&] { return chat(body).node == "a"; }, 3s));
 
   std::atomic<bool> stop{false};
@@ -308,8 +314,7 @@ TEST_F(EtcdBackend, EtcdRestartMidTrafficFailsNoRequestAndConvergesWithoutDuplic
     return wait_until([&] { return ok.load() >= target; }, 10s);
   };
   ASSERT_TRUE(served_more(10));
-  const double prefix_events_before =
-      metric(metrics(), "cgn_router_state_events_total{backend=\"etcd\",kind=\"prefixes\"}");
+  const double prefix_events_before = prefix_events();
 
   // 1. A clean stop and start with nothing changed: no event replayed.
   etcd_.stop();
