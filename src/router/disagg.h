@@ -29,12 +29,12 @@
 #include <string_view>
 #include <vector>
 
+#include "cluster/state_store.h"
 #include "core/http/server.h"
 #include "core/openai_error.h"
 #include "core/result.h"
 #include "router/retry_budget.h"
 #include "routing/router_core.h"
-#include "state/state_store.h"
 
 namespace cgn::router {
 
@@ -72,7 +72,7 @@ class PdRouter {
   // One prefill target (resolved under the gateway's lock).
   struct Target {
     std::string node;
-    state::NodeEndpoint endpoint;
+    cluster::NodeEndpoint endpoint;
     routing::NodeIndex index = routing::kNoNode;
   };
   // Builds the upstream request for a leg (the gateway's header rules): target, body, role.

@@ -21,7 +21,7 @@
 #include "router/intake.h"
 #include "router/policy_config.h"
 #include "router/retry_budget.h"
-#include "state/static_store.h"
+#include "state/static/static_store.h"
 
 // GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames (it
 // sees awaitable_frame_base's operator delete but not the recycling allocator's operator new):
@@ -142,7 +142,7 @@ std::string_view content_type_of(std::string_view path) {
 
 // An agent answers "100 Continue" as soon as it has the headers: one that does not within
 // continue_ms is dead or hung, and the request (its body never sent) goes to the next node.
-http::ClientTimeouts with_continue(http::ClientTimeouts t, const state::NodeEndpoint& endpoint,
+http::ClientTimeouts with_continue(http::ClientTimeouts t, const cluster::NodeEndpoint& endpoint,
                                    const config::RouterConfig& rc) {
   if (endpoint.agent) {
     t.continue_wait = std::chrono::milliseconds(rc.timeouts.continue_ms);
@@ -157,32 +157,6 @@ Result<std::pair<std::string, uint16_t>, GatewayError> parse_listen(std::string_
   return make_error(GatewayError::kConfig, "listen address \"" + std::string(listen) + "\" is not HOST:PORT");
 }
 
-Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(const config::RouterConfig& cfg,
-                                                                           std::chrono::milliseconds interval,
-                                                                           agent::GrpcSecurity security) {
-  state::StaticStoreOptions so;
-  so.interval = interval;
-  so.security = std::move(security);
-  so.poll_timeout = std::min<std::chrono::milliseconds>(
-      std::max<std::chrono::milliseconds>(interval, std::chrono::milliseconds(200)),
-      std::chrono::milliseconds(cfg.timeouts.connect_ms + 1000));
-  for (const auto& n : cfg.nodes) {
-    state::StaticNodeSpec spec;
-    spec.name = n.name;
-    spec.url = n.url;
-    spec.role = routing::parse_node_role(n.role).value_or(routing::NodeRole::kBoth);
-    spec.models = n.models;
-    spec.agent = n.agent;
-    spec.engine = n.engine;
-    so.nodes.push_back(std::move(spec));
-  }
-  auto store = state::StaticStore::create(std::move(so));
-  if (!store) {
-    return make_error(GatewayError::kConfig, store.error().message);
-  }
-  return std::unique_ptr<state::StateStore>(std::move(*store));
-}
-
 // ---------------------------------------------------------------------------------------------
 // Handlers: the coroutines behind each route. Kept in a class of their own so gateway.h stays
 // free of the request-flow details.
@@ -195,7 +169,7 @@ class Gateway::Handlers {
  private:
   struct Upstream {
     std::string node;
-    state::NodeEndpoint endpoint;
+    cluster::NodeEndpoint endpoint;
     routing::NodeIndex index = routing::kNoNode;
   };
 
@@ -234,7 +208,7 @@ class Gateway::Handlers {
   // client's address as X-Forwarded-For, the router's own request id, no query string. `role` is
   // the leg (X-CGN-Role); `body` replaces the client's body when set (P/D legs).
   http::Request upstream_request(const http::Request& in, std::string_view remote,
-                                 const state::NodeEndpoint& endpoint, const std::string& upstream_id,
+                                 const cluster::NodeEndpoint& endpoint, const std::string& upstream_id,
                                  std::string_view priority, int64_t deadline_ms,
                                  std::string_view role = kRole, const std::string* body = nullptr) const {
     http::Request out{http::Verb::post, endpoint.base_path + std::string(http::path_of(in.target())), 11};
@@ -791,7 +765,7 @@ asio::awaitable<void> Gateway::Handlers::inference(Exchange& ex, Endpoint endpoi
 
 // ---------------------------------------------------------------------------------------------
 
-Gateway::Gateway(GatewayOptions options, std::unique_ptr<state::StateStore> store, ApiKeys keys)
+Gateway::Gateway(GatewayOptions options, std::unique_ptr<cluster::StateStore> store, ApiKeys keys)
     : options_(std::move(options)),
       keys_(std::move(keys)),
       rejections_(metrics_, std::chrono::seconds(options_.router.limits.reject_log_interval_s)),
@@ -865,7 +839,7 @@ Result<uint16_t, GatewayError> Gateway::start() {
     clients_.push_back(std::make_unique<http::HttpClient>(server_->worker_context(i), cc));
   }
   if (store_) {
-    auto st = store_->start([this](const state::NodeEvent& ev) { on_node_event(ev); });
+    auto st = store_->start([this](const cluster::NodeEvent& ev) { on_node_event(ev); });
     if (!st) {
       return make_error(GatewayError::kStart, st.error().message);
     }
@@ -956,12 +930,12 @@ void Gateway::reload(const config::RouterConfig& cfg) {
   }
 }
 
-void Gateway::on_node_event(const state::NodeEvent& ev) {
+void Gateway::on_node_event(const cluster::NodeEvent& ev) {
   if (apply_state_event(ev)) {
     return;
   }
   std::lock_guard lock(core_mu_);
-  if (ev.kind == state::NodeEvent::Kind::kRemove) {
+  if (ev.kind == cluster::NodeEvent::Kind::kRemove) {
     core_.remove_node(ev.id);
     nodes_.erase(ev.id);
     node_changes_.forget(ev.id);

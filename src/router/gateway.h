@@ -27,7 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "agent/agent_grpc.h"
+#include "cluster/agent_health.h"
+#include "cluster/state_store.h"
 #include "core/clock.h"
 #include "core/cluster_token.h"
 #include "core/config.h"
@@ -39,7 +40,6 @@
 #include "router/intake.h"
 #include "router/router_metrics.h"
 #include "routing/router_core.h"
-#include "state/state_store.h"
 
 namespace cgn::router {
 
@@ -60,14 +60,8 @@ struct GatewayOptions {
   uint64_t seed = 0;        // routing RNG (ties, random policy)
 };
 
-// The static StateStore for [[router.nodes]], polled every `interval`.
-// `security`: how agent nodes' gRPC service is called (cluster token, [tls]).
-Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(const config::RouterConfig& cfg,
-                                                                           std::chrono::milliseconds interval,
-                                                                           agent::GrpcSecurity security = {});
-
 // The timeouts of one attempt on `endpoint`: agents get continue_wait = [router.timeouts] continue_ms.
-http::ClientTimeouts with_continue(http::ClientTimeouts t, const state::NodeEndpoint& endpoint,
+http::ClientTimeouts with_continue(http::ClientTimeouts t, const cluster::NodeEndpoint& endpoint,
                                    const config::RouterConfig& rc);
 
 // "HOST:PORT" (IPv6 in brackets) -> host, port.
@@ -75,7 +69,7 @@ Result<std::pair<std::string, uint16_t>, GatewayError> parse_listen(std::string_
 
 class Gateway {
  public:
-  Gateway(GatewayOptions options, std::unique_ptr<state::StateStore> store, ApiKeys keys);
+  Gateway(GatewayOptions options, std::unique_ptr<cluster::StateStore> store, ApiKeys keys);
   ~Gateway();
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
@@ -106,7 +100,7 @@ class Gateway {
 
   struct NodeInfo {
     std::string name;
-    state::NodeEndpoint endpoint;
+    cluster::NodeEndpoint endpoint;
     routing::NodeIndex index = routing::kNoNode;
     // Set when the node refused a connection and left routing (passive health); cleared when it
     // is let back in after [router.timeouts] passive_retry_ms.
@@ -118,10 +112,10 @@ class Gateway {
   friend class Handlers;
   friend class PdRouter;  // disagg.h: the prefill leg of disaggregated serving
 
-  void on_node_event(const state::NodeEvent& ev);
+  void on_node_event(const cluster::NodeEvent& ev);
   // Counts every state event; applies prefixes, policy and backend state (state_backend.cpp).
   // Returns true when it handled `ev` (anything but kUpsert / kRemove).
-  bool apply_state_event(const state::NodeEvent& ev);
+  bool apply_state_event(const cluster::NodeEvent& ev);
   void maintenance_loop();
   // Passive health. mark_refused: `node` refused a connection (or sent no "100 Continue"); it
   // leaves routing now. readmit_refused: nodes marked longer than passive_retry_ms ago go back
@@ -150,7 +144,7 @@ class Gateway {
   // One client per server worker, on that worker's io_context; declared after server_ so the
   // clients (and their pooled sockets) go before the contexts they live on.
   std::vector<std::unique_ptr<http::HttpClient>> clients_;
-  std::unique_ptr<state::StateStore> store_;
+  std::unique_ptr<cluster::StateStore> store_;
 
   std::mutex maint_mu_;
   std::condition_variable maint_cv_;
