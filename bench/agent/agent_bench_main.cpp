@@ -268,7 +268,7 @@ int run_etcd(size_t nodes, double rps, double seconds, int interval_ms, const st
     po.lease_ttl_s = 5;
     Node* raw = n.get();
     po.record_source = [raw, i] {
-      cgn::agent::NodeRecord r;
+      cgn::cluster::NodeRecord r;
       r.node_id = fmt::format("bench-{}", i);
       r.address = "127.0.0.1:1";
       r.engine = "vllm";

@@ -20,7 +20,7 @@ using cgn::testing::wait_until;
 
 TEST(AgentGrpcServer, serves_the_current_health_on_an_os_chosen_port) {
   std::atomic<int> calls{0};
-  NodeRecord r;
+  cluster::NodeRecord r;
   r.node_id = "n1";
   r.address = "127.0.0.1:9090";
   r.engine = "vllm";
@@ -29,21 +29,22 @@ TEST(AgentGrpcServer, serves_the_current_health_on_an_os_chosen_port) {
   r.generation = 7;
   auto server = AgentGrpcServer::start("127.0.0.1:0", [&] {
     ++calls;
-    NodeRecord copy = r;
+    cluster::NodeRecord copy = r;
     copy.ready = calls.load() > 1;
-    return AgentHealth{copy, calls.load() > 1 ? EngineState::kReady : EngineState::kStarting, 1};
+    return cluster::AgentHealth{
+        copy, calls.load() > 1 ? cluster::EngineState::kReady : cluster::EngineState::kStarting, 1};
   });
   ASSERT_TRUE(server.ok()) << server.error().message;
   ASSERT_NE((*server)->port(), 0);
   const std::string target = "127.0.0.1:" + std::to_string((*server)->port());
   auto first = call_agent_health(target, 5s);
   ASSERT_TRUE(first.ok()) << first.error().message;
-  EXPECT_EQ(first->engine_state, EngineState::kStarting);
+  EXPECT_EQ(first->engine_state, cluster::EngineState::kStarting);
   EXPECT_FALSE(first->record.ready);
   EXPECT_EQ(first->record.node_id, "n1");
   auto second = call_agent_health(target, 5s);
   ASSERT_TRUE(second.ok()) << second.error().message;
-  EXPECT_EQ(second->engine_state, EngineState::kReady);
+  EXPECT_EQ(second->engine_state, cluster::EngineState::kReady);
   EXPECT_TRUE(second->record.ready);
   EXPECT_EQ(second->engine_starts, 1u);
   (*server)->stop();
@@ -53,7 +54,7 @@ TEST(AgentGrpcServer, serves_the_current_health_on_an_os_chosen_port) {
 }
 
 TEST(AgentGrpcServer, an_unusable_address_is_a_listen_error) {
-  auto server = AgentGrpcServer::start("256.1.1.1:0", [] { return AgentHealth{}; });
+  auto server = AgentGrpcServer::start("256.1.1.1:0", [] { return cluster::AgentHealth{}; });
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.error().code, GrpcError::kListen);
   EXPECT_NE(server.error().message.find("256.1.1.1:0"), std::string::npos);
@@ -86,8 +87,8 @@ TEST(AgentGrpcBinary, health_reports_the_record_and_loading_then_ready_over_the_
 
   // The engine takes 1.5 s to load: Health says starting (not ready) first, then ready with the
   // simulator's pool in the record.
-  std::vector<EngineState> seen;
-  AgentHealth last;
+  std::vector<cluster::EngineState> seen;
+  cluster::AgentHealth last;
   ASSERT_TRUE(wait_until(
       [&] {
         auto h = call_agent_health(target, 2s);
@@ -98,17 +99,18 @@ TEST(AgentGrpcBinary, health_reports_the_record_and_loading_then_ready_over_the_
           seen.push_back(h->engine_state);
         }
         last = *h;
-        return h->engine_state == EngineState::kReady && h->record.total_blocks != 0;
+        return h->engine_state == cluster::EngineState::kReady && h->record.total_blocks != 0;
       },
       30s, 20ms))
       << agent.log();
   // The gRPC server is up before the engine starts: stopped, then starting (loading), then ready.
-  std::vector<EngineState> expected = {EngineState::kStopped, EngineState::kStarting, EngineState::kReady};
-  if (seen.front() != EngineState::kStopped) {
+  std::vector<cluster::EngineState> expected = {
+      cluster::EngineState::kStopped, cluster::EngineState::kStarting, cluster::EngineState::kReady};
+  if (seen.front() != cluster::EngineState::kStopped) {
     expected.erase(expected.begin());
   }
   EXPECT_EQ(seen, expected) << agent.log();
-  const NodeRecord& r = last.record;
+  const cluster::NodeRecord& r = last.record;
   EXPECT_EQ(r.node_id, "grpc-node");
   EXPECT_EQ(r.engine, "vllm");
   EXPECT_EQ(r.role, routing::NodeRole::kDecode);

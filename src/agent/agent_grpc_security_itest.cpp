@@ -21,13 +21,13 @@ using cgn::testing::TestCa;
 const std::string kToken = "agent-cluster-token-0123456789";
 const std::string kOldToken = "agent-cluster-token-previous-01";
 
-AgentHealth sample_health() {
-  NodeRecord r;
+cluster::AgentHealth sample_health() {
+  cluster::NodeRecord r;
   r.node_id = "n1";
   r.address = "127.0.0.1:9090";
   r.engine = "vllm";
   r.models = {"m"};
-  return AgentHealth{r, EngineState::kReady, 1};
+  return cluster::AgentHealth{r, cluster::EngineState::kReady, 1};
 }
 
 struct Served {
@@ -35,7 +35,7 @@ struct Served {
   std::string target;
 };
 
-Served serve(GrpcSecurity security) {
+Served serve(cluster::GrpcSecurity security) {
   auto s = AgentGrpcServer::start("127.0.0.1:0", sample_health, std::move(security));
   EXPECT_TRUE(s.ok()) << s.error().message;
   if (!s.ok()) {
@@ -53,7 +53,7 @@ config::TlsConfig tls_of(const TestCa& ca, const CertFiles& cert) {
   return t;
 }
 
-void expect_refused(const Result<AgentHealth, GrpcError>& r, const std::string& target,
+void expect_refused(const Result<cluster::AgentHealth, GrpcError>& r, const std::string& target,
                     std::string_view why = {}) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, GrpcError::kCall);
@@ -64,14 +64,15 @@ void expect_refused(const Result<AgentHealth, GrpcError>& r, const std::string& 
 }
 
 TEST(AgentGrpcSecurity, health_answers_only_callers_with_a_cluster_token) {
-  auto s = serve(GrpcSecurity{auth::ClusterToken({kToken, kOldToken}), {}});
+  auto s = serve(cluster::GrpcSecurity{auth::ClusterToken({kToken, kOldToken}), {}});
   ASSERT_TRUE(s.server);
   expect_refused(call_agent_health(s.target, 5s), s.target, "no cluster token");
   expect_refused(
-      call_agent_health(s.target, 5s, GrpcSecurity{auth::ClusterToken({"not-the-token-0123456789"}), {}}),
+      call_agent_health(s.target, 5s,
+                        cluster::GrpcSecurity{auth::ClusterToken({"not-the-token-0123456789"}), {}}),
       s.target, "wrong cluster token");
   for (const auto& t : {kToken, kOldToken}) {
-    auto ok = call_agent_health(s.target, 5s, GrpcSecurity{auth::ClusterToken({t}), {}});
+    auto ok = call_agent_health(s.target, 5s, cluster::GrpcSecurity{auth::ClusterToken({t}), {}});
     ASSERT_TRUE(ok.ok()) << ok.error().message;
     EXPECT_EQ(ok->record.node_id, "n1");
   }
@@ -87,50 +88,52 @@ class AgentGrpcTls : public ::testing::Test {
 };
 
 TEST_F(AgentGrpcTls, a_good_pair_connects_and_the_certificate_stands_in_for_the_token) {
-  auto s = serve(GrpcSecurity{auth::ClusterToken({kToken}), tls_of(ca_, agent_)});
+  auto s = serve(cluster::GrpcSecurity{auth::ClusterToken({kToken}), tls_of(ca_, agent_)});
   ASSERT_TRUE(s.server);
-  auto ok = call_agent_health(s.target, 5s, GrpcSecurity{{}, tls_of(ca_, router_)});
+  auto ok = call_agent_health(s.target, 5s, cluster::GrpcSecurity{{}, tls_of(ca_, router_)});
   ASSERT_TRUE(ok.ok()) << ok.error().message;
   EXPECT_EQ(ok->record.node_id, "n1");
 }
 
 // Probe reproduction: the node record in plaintext to anyone.
 TEST_F(AgentGrpcTls, plaintext_health_is_refused_when_tls_is_required) {
-  auto s = serve(GrpcSecurity{{}, tls_of(ca_, agent_)});
+  auto s = serve(cluster::GrpcSecurity{{}, tls_of(ca_, agent_)});
   ASSERT_TRUE(s.server);
   expect_refused(call_agent_health(s.target, 3s), s.target);
 }
 
 TEST_F(AgentGrpcTls, a_server_certificate_from_another_ca_is_refused) {
   const CertFiles stranger = other_.issue("stranger");
-  auto s = serve(GrpcSecurity{{}, tls_of(other_, stranger)});
+  auto s = serve(cluster::GrpcSecurity{{}, tls_of(other_, stranger)});
   ASSERT_TRUE(s.server);
-  expect_refused(call_agent_health(s.target, 3s, GrpcSecurity{{}, tls_of(ca_, router_)}), s.target);
+  expect_refused(call_agent_health(s.target, 3s, cluster::GrpcSecurity{{}, tls_of(ca_, router_)}), s.target);
 }
 
 TEST_F(AgentGrpcTls, a_client_certificate_from_another_ca_is_refused) {
-  auto s = serve(GrpcSecurity{{}, tls_of(ca_, agent_)});
+  auto s = serve(cluster::GrpcSecurity{{}, tls_of(ca_, agent_)});
   ASSERT_TRUE(s.server);
   config::TlsConfig client = tls_of(ca_, other_.issue("intruder"));  // trusts the right CA
-  expect_refused(call_agent_health(s.target, 3s, GrpcSecurity{{}, client}), s.target);
+  expect_refused(call_agent_health(s.target, 3s, cluster::GrpcSecurity{{}, client}), s.target);
 }
 
 TEST_F(AgentGrpcTls, expired_certificates_are_refused_on_either_side) {
   const CertFiles expired = ca_.issue("expired", -7200, -3600);
   {
-    auto s = serve(GrpcSecurity{{}, tls_of(ca_, agent_)});
+    auto s = serve(cluster::GrpcSecurity{{}, tls_of(ca_, agent_)});
     ASSERT_TRUE(s.server);
-    expect_refused(call_agent_health(s.target, 3s, GrpcSecurity{{}, tls_of(ca_, expired)}), s.target);
+    expect_refused(call_agent_health(s.target, 3s, cluster::GrpcSecurity{{}, tls_of(ca_, expired)}),
+                   s.target);
   }
   {
-    auto s = serve(GrpcSecurity{{}, tls_of(ca_, expired)});
+    auto s = serve(cluster::GrpcSecurity{{}, tls_of(ca_, expired)});
     ASSERT_TRUE(s.server);
-    expect_refused(call_agent_health(s.target, 3s, GrpcSecurity{{}, tls_of(ca_, router_)}), s.target);
+    expect_refused(call_agent_health(s.target, 3s, cluster::GrpcSecurity{{}, tls_of(ca_, router_)}),
+                   s.target);
   }
 }
 
 TEST_F(AgentGrpcTls, a_client_without_a_certificate_is_refused) {
-  auto s = serve(GrpcSecurity{{}, tls_of(ca_, agent_)});
+  auto s = serve(cluster::GrpcSecurity{{}, tls_of(ca_, agent_)});
   ASSERT_TRUE(s.server);
   // TLS that trusts the agent but presents no certificate of its own.
   grpc::SslCredentialsOptions o;
@@ -148,7 +151,7 @@ TEST_F(AgentGrpcTls, a_client_without_a_certificate_is_refused) {
 TEST_F(AgentGrpcTls, unreadable_certificate_files_are_named) {
   config::TlsConfig bad = tls_of(ca_, agent_);
   bad.key_file = dir_.file("absent-key.pem");
-  auto s = AgentGrpcServer::start("127.0.0.1:0", sample_health, GrpcSecurity{{}, bad});
+  auto s = AgentGrpcServer::start("127.0.0.1:0", sample_health, cluster::GrpcSecurity{{}, bad});
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code, GrpcError::kListen);
   EXPECT_NE(s.error().message.find("[tls] key_file"), std::string::npos) << s.error().message;

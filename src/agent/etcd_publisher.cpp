@@ -127,7 +127,7 @@ void EtcdPublisher::run() {
   }
 }
 
-void EtcdPublisher::update_from_record(const NodeRecord& rec) {
+void EtcdPublisher::update_from_record(const cluster::NodeRecord& rec) {
   // Caller holds mu_.
   engine_block_tokens_ = rec.block_size;
   set_.set_capacity(
@@ -152,7 +152,7 @@ void EtcdPublisher::update_from_record(const NodeRecord& rec) {
 void EtcdPublisher::flush_once() {
   std::string record_json;
   if (options_.record_source) {
-    NodeRecord rec = options_.record_source();
+    cluster::NodeRecord rec = options_.record_source();
     record_json = to_json(rec);
     std::lock_guard lock(mu_);
     update_from_record(rec);

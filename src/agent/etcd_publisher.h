@@ -30,7 +30,7 @@
 
 #include "agent/kv_events.h"
 #include "agent/kv_publish_set.h"
-#include "agent/node_record.h"
+#include "cluster/node_record.h"
 #include "core/log.h"
 #include "state/etcd/etcd_client.h"
 #include "state/etcd/lease_keeper.h"
@@ -50,7 +50,7 @@ struct PublisherOptions {
   double pressure_prune_fraction = 0.10;                    // ... this share of the set, oldest first ...
   std::chrono::milliseconds pressure_prune_interval{1000};  // ... at most this often
   // Polled once per flush: the record to publish (NodeAgent::record()). Must be thread-safe.
-  std::function<NodeRecord()> record_source;
+  std::function<cluster::NodeRecord()> record_source;
 };
 
 // Counters, for /metrics, benchmarks and tests.
@@ -105,7 +105,7 @@ class EtcdPublisher {
   bool full_sync(const std::string& record_json);
   bool incremental(const std::string& record_json);
   void set_connected(bool ok, const std::string& why);
-  void update_from_record(const NodeRecord& rec);
+  void update_from_record(const cluster::NodeRecord& rec);
 
   std::string node_key() const;
   std::string kv_prefix() const;  // "<prefix>/kv/<node>/"

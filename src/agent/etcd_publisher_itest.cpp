@@ -48,8 +48,8 @@ std::vector<Digest> chain(uint32_t conv, size_t n) {
 
 struct RecordBox {
   std::mutex mu;
-  NodeRecord rec;
-  NodeRecord get() {
+  cluster::NodeRecord rec;
+  cluster::NodeRecord get() {
     std::lock_guard lock(mu);
     return rec;
   }
@@ -116,7 +116,7 @@ TEST(EtcdPublisher, record_and_prefixes_appear_on_one_lease_and_vanish_after_a_c
   auto rec = admin->get(keys::node_key(node));
   ASSERT_TRUE(rec.ok());
   ASSERT_EQ(rec->kvs.size(), 1u);
-  auto parsed = parse_node_record(rec->kvs[0].value);
+  auto parsed = cluster::parse_node_record(rec->kvs[0].value);
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   EXPECT_EQ(parsed->node_id, node);
   const int64_t lease = rec->kvs[0].lease;
@@ -255,7 +255,7 @@ TEST(EtcdPublisher, epoch_change_removes_every_prefix_with_the_new_record) {
   ASSERT_TRUE(wait_until(
       [&] {
         auto r = admin->get(keys::node_key(node));
-        return r && r->kvs.size() == 1 && parse_node_record(r->kvs[0].value)->kv_epoch == 2;
+        return r && r->kvs.size() == 1 && cluster::parse_node_record(r->kvs[0].value)->kv_epoch == 2;
       },
       10s));
   // At the revision that published epoch 2, no prefix of epoch 1 was left: one atomic txn.

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "agent/json_bounds.h"
 #include "agent/subprocess.h"
+#include "core/json_bounds.h"
 #include "core/log.h"
 
 namespace cgn::agent {
@@ -275,15 +275,15 @@ Result<std::vector<GpuDevice>, GpuError> parse_rocm_smi_json(std::string_view te
   return devices;
 }
 
-std::optional<GpuIdentity> summarize_gpus(const std::vector<GpuDevice>& devices,
-                                          const std::vector<uint32_t>& selected) {
-  std::optional<GpuIdentity> out;
+std::optional<cluster::GpuIdentity> summarize_gpus(const std::vector<GpuDevice>& devices,
+                                                   const std::vector<uint32_t>& selected) {
+  std::optional<cluster::GpuIdentity> out;
   for (const auto& d : devices) {
     if (!selected.empty() && std::find(selected.begin(), selected.end(), d.index) == selected.end()) {
       continue;
     }
     if (!out) {
-      out = GpuIdentity{d.name, d.vendor, d.vram_total_mb, 0};
+      out = cluster::GpuIdentity{d.name, d.vendor, d.vram_total_mb, 0};
     } else if (d.vram_total_mb != 0 && (out->vram_total_mb == 0 || d.vram_total_mb < out->vram_total_mb)) {
       out->vram_total_mb = d.vram_total_mb;
     }
@@ -292,7 +292,7 @@ std::optional<GpuIdentity> summarize_gpus(const std::vector<GpuDevice>& devices,
   return out;
 }
 
-Result<GpuIdentity, GpuError> probe_gpu_identity(const GpuProbeOptions& options) {
+Result<cluster::GpuIdentity, GpuError> probe_gpu_identity(const GpuProbeOptions& options) {
   static auto logger = log::get("agent");
   const std::string path = options.path_env.empty() ? current_path_env() : options.path_env;
   constexpr size_t kMaxOutput = 1 << 20;

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cluster/node_record.h"
 #include "core/result.h"
 #include "routing/node_state.h"
 
@@ -29,17 +30,6 @@ struct GpuDevice {
   std::string name;
   std::string vendor;  // "nvidia", "amd", "hygon", or the tool's vendor string lower-cased
   uint64_t vram_total_mb = 0;
-};
-
-// The node's identity over the devices it uses.
-struct GpuIdentity {
-  std::string gpu_name;        // the first device's name
-  std::string gpu_vendor;      // the first device's vendor
-  uint64_t vram_total_mb = 0;  // per device: the smallest known among the devices; 0 = unknown
-  uint32_t count = 0;
-
-  routing::GpuIdentity to_routing() const { return {gpu_name, gpu_vendor, vram_total_mb}; }
-  bool operator==(const GpuIdentity&) const = default;
 };
 
 struct GpuParseLimits {
@@ -68,8 +58,8 @@ Result<std::vector<GpuDevice>, GpuError> parse_rocm_smi_json(std::string_view te
 
 // The identity over the devices whose index is in `selected` (all when empty); nullopt when no
 // device matches.
-std::optional<GpuIdentity> summarize_gpus(const std::vector<GpuDevice>& devices,
-                                          const std::vector<uint32_t>& selected);
+std::optional<cluster::GpuIdentity> summarize_gpus(const std::vector<GpuDevice>& devices,
+                                                   const std::vector<uint32_t>& selected);
 
 struct GpuProbeOptions {
   std::string path_env;  // where to look for the tools; empty: the agent's PATH
@@ -79,6 +69,6 @@ struct GpuProbeOptions {
 
 // Runs nvidia-smi, then rocm-smi when nvidia-smi is absent or gives nothing. The error says why
 // there is no identity (the caller leaves the record's GPU fields absent).
-Result<GpuIdentity, GpuError> probe_gpu_identity(const GpuProbeOptions& options = {});
+Result<cluster::GpuIdentity, GpuError> probe_gpu_identity(const GpuProbeOptions& options = {});
 
 }  // namespace cgn::agent

@@ -101,10 +101,10 @@ TEST(SummarizeGpus, selects_configured_indices_and_keeps_the_smallest_vram) {
                                     {2, "NVIDIA H200", "nvidia", 0}};
   auto all = summarize_gpus(devices, {});
   ASSERT_TRUE(all.has_value());
-  EXPECT_EQ(*all, (GpuIdentity{"NVIDIA H200", "nvidia", 81559, 3}));
+  EXPECT_EQ(*all, (cluster::GpuIdentity{"NVIDIA H200", "nvidia", 81559, 3}));
   auto two = summarize_gpus(devices, {2, 0});
   ASSERT_TRUE(two.has_value());
-  EXPECT_EQ(*two, (GpuIdentity{"NVIDIA H200", "nvidia", 143771, 2}));
+  EXPECT_EQ(*two, (cluster::GpuIdentity{"NVIDIA H200", "nvidia", 143771, 2}));
   EXPECT_FALSE(summarize_gpus(devices, {7}).has_value());
   EXPECT_FALSE(summarize_gpus({}, {}).has_value());
 }

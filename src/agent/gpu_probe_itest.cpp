@@ -36,7 +36,7 @@ TEST(GpuProbe, reads_identity_from_a_fake_nvidia_smi_printing_the_h200_capture) 
   write_tool(dir, "nvidia-smi", "exec cat '" + sample("nvidia-smi-query-gpu-h200-idle.csv") + "'\n");
   auto id = probe_gpu_identity(options_for(dir));
   ASSERT_TRUE(id.ok()) << id.error().message;
-  EXPECT_EQ(*id, (GpuIdentity{"NVIDIA H200", "nvidia", 143771, 1}));
+  EXPECT_EQ(*id, (cluster::GpuIdentity{"NVIDIA H200", "nvidia", 143771, 1}));
 }
 
 TEST(GpuProbe, passes_the_query_flags_nvidia_smi_needs) {
@@ -50,7 +50,7 @@ TEST(GpuProbe, passes_the_query_flags_nvidia_smi_needs) {
   opts.gpus = {1};
   auto id = probe_gpu_identity(opts);
   ASSERT_TRUE(id.ok()) << id.error().message;
-  EXPECT_EQ(*id, (GpuIdentity{"NVIDIA H200", "nvidia", 143771, 1}));
+  EXPECT_EQ(*id, (cluster::GpuIdentity{"NVIDIA H200", "nvidia", 143771, 1}));
 }
 
 TEST(GpuProbe, falls_back_to_rocm_smi_for_amd_and_hygon) {

@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   }
   if (setup->print_record) {
     base.kv_epoch = base.generation;
-    std::cout << agent::to_json(base) << "\n";
+    std::cout << cluster::to_json(base) << "\n";
     return 0;
   }
 
@@ -167,10 +167,10 @@ int main(int argc, char** argv) {
   auto grpc_server = agent::AgentGrpcServer::start(
       setup->config.agent.grpc_listen,
       [health_node] {
-        return agent::AgentHealth{health_node->record(), health_node->supervisor().state(),
-                                  health_node->supervisor().starts()};
+        return cluster::AgentHealth{health_node->record(), health_node->supervisor().state(),
+                                    health_node->supervisor().starts()};
       },
-      agent::GrpcSecurity{cluster_token, setup->config.tls});
+      cluster::GrpcSecurity{cluster_token, setup->config.tls});
   const bool grpc_default = setup->config.agent.grpc_listen == config::AgentConfig{}.grpc_listen;
   if (!grpc_server && !grpc_default) {
     std::cerr << "cgn-agent: [agent] grpc_listen: " << grpc_server.error().message << "\n";
@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
       px,
       [&na] {
         const auto s = na.supervisor().state();
-        return agent::EngineHealth{s == agent::EngineState::kReady, std::string(agent::to_string(s))};
+        return agent::EngineHealth{s == cluster::EngineState::kReady, std::string(cluster::to_string(s))};
       },
       recorder);
   if (publisher) {
@@ -281,8 +281,8 @@ int main(int argc, char** argv) {
   // state_backend = "gossip": the record goes to [state.gossip] members (src/state/gossip).
   std::unique_ptr<gossip::RecordPublisher> gossip_publisher;
   if (ac.state_backend == "gossip") {
-    auto gp =
-        gossip::start_agent_publisher(setup->config, node_id, [&na] { return agent::to_json(na.record()); });
+    auto gp = gossip::start_agent_publisher(setup->config, node_id,
+                                            [&na] { return cluster::to_json(na.record()); });
     if (!gp) {
       std::cerr << "cgn-agent: [state.gossip]: " << gp.error().message << "\n";
       proxy.stop(std::chrono::milliseconds(0));

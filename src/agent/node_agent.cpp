@@ -16,15 +16,15 @@ const log::Logger& logger() {
 }
 }  // namespace
 
-std::optional<EpochBump> apply_scrape(NodeRecord& record, KvEpochTracker& tracker,
-                                      const routing::NodeMetrics& m, uint64_t engine_starts) {
+std::optional<cluster::EpochBump> apply_scrape(cluster::NodeRecord& record, cluster::KvEpochTracker& tracker,
+                                               const routing::NodeMetrics& m, uint64_t engine_starts) {
   const routing::NodeUpdate u = routing::to_node_update(m);
   record.queue_depth = m.queue_depth;
   record.running = m.running;
   record.total_blocks = m.total_blocks;
   record.free_blocks = u.free_blocks;
   record.block_size = m.block_size_tokens;
-  auto bump = tracker.observe(PoolSample{engine_starts, m.total_blocks, u.free_blocks, m.running});
+  auto bump = tracker.observe(cluster::PoolSample{engine_starts, m.total_blocks, u.free_blocks, m.running});
   record.kv_epoch = tracker.epoch();
   return bump;
 }
@@ -121,17 +121,17 @@ void NodeAgent::stop() {
   supervisor_->stop();
 }
 
-NodeRecord NodeAgent::record() const {
+cluster::NodeRecord NodeAgent::record() const {
   std::lock_guard lock(mu_);
   return record_;
 }
 
 void NodeAgent::on_state(const StateChange& change) {
   std::lock_guard lock(mu_);
-  record_.ready = change.state == EngineState::kReady;
-  if (change.state == EngineState::kStarting) {
+  record_.ready = change.state == cluster::EngineState::kReady;
+  if (change.state == cluster::EngineState::kStarting) {
     // A new engine process: whatever the old one cached is gone, even before the first scrape.
-    if (auto bump = tracker_.observe(PoolSample{change.starts, 0, std::nullopt, std::nullopt})) {
+    if (auto bump = tracker_.observe(cluster::PoolSample{change.starts, 0, std::nullopt, std::nullopt})) {
       CGN_LOG_INFO(logger(), "kv_epoch bumped", log::kv("reason", to_string(*bump)),
                    log::kv("epoch", tracker_.epoch()));
     }
@@ -144,7 +144,7 @@ void NodeAgent::on_state(const StateChange& change) {
 
 void NodeAgent::scrape_loop() {
   for (;;) {
-    if (supervisor_->state() == EngineState::kReady) {
+    if (supervisor_->state() == cluster::EngineState::kReady) {
       auto m = scrape_engine(options_.supervisor.host, options_.supervisor.port, *metrics_path_,
                              *metrics_kind_, options_.mapper, options_.scrape_timeout);
       std::lock_guard lock(mu_);

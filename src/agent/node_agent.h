@@ -14,14 +14,15 @@
 #include <thread>
 
 #include "agent/driver.h"
-#include "agent/node_record.h"
 #include "agent/supervisor.h"
+#include "cluster/node_record.h"
 #include "routing/engine_metrics.h"
 
 namespace cgn::agent {
 
 struct NodeAgentOptions {
-  NodeRecord base;  // identity fields: node_id, address, models, engine, role, gpu, watt_limit, version
+  cluster::NodeRecord
+      base;  // identity fields: node_id, address, models, engine, role, gpu, watt_limit, version
   config::EngineConfig engine;
   LaunchOptions launch;
   SupervisorOptions supervisor;  // host/port are filled from [engine] when port is 0
@@ -32,8 +33,8 @@ struct NodeAgentOptions {
 
 // The routing metrics of one scrape applied to a record: load, pool size, free blocks and the
 // kv_epoch (through the tracker). Pure apart from the tracker. Returns the bump, if any.
-std::optional<EpochBump> apply_scrape(NodeRecord& record, KvEpochTracker& tracker,
-                                      const routing::NodeMetrics& m, uint64_t engine_starts);
+std::optional<cluster::EpochBump> apply_scrape(cluster::NodeRecord& record, cluster::KvEpochTracker& tracker,
+                                               const routing::NodeMetrics& m, uint64_t engine_starts);
 
 // SGLang's --page-size N (or --page-size=N) from extra args; 1 (SGLang's default) when absent or
 // not a positive number.
@@ -55,7 +56,7 @@ class NodeAgent {
 
   void start();
   void stop();
-  NodeRecord record() const;
+  cluster::NodeRecord record() const;
   const Supervisor& supervisor() const { return *supervisor_; }
   const LaunchCommand& command() const { return command_; }
 
@@ -72,9 +73,9 @@ class NodeAgent {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;   // guarded by mu_
-  NodeRecord record_;       // guarded by mu_
-  KvEpochTracker tracker_;  // guarded by mu_
+  bool stopping_ = false;            // guarded by mu_
+  cluster::NodeRecord record_;       // guarded by mu_
+  cluster::KvEpochTracker tracker_;  // guarded by mu_
   std::thread scraper_;
 };
 

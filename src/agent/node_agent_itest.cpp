@@ -42,7 +42,7 @@ TEST(NodeAgent, scrapes_the_engine_into_the_record_and_bumps_kv_epoch_on_restart
   (*agent)->start();
 
   ASSERT_TRUE(wait_until([&] { return (*agent)->record().total_blocks != 0; }, 15s));
-  NodeRecord r = (*agent)->record();
+  cluster::NodeRecord r = (*agent)->record();
   EXPECT_TRUE(r.ready);
   EXPECT_EQ(r.total_blocks, 2452u);
   EXPECT_EQ(r.free_blocks, 2452u);

@@ -43,13 +43,13 @@ TEST(NodeAgentOverSim, vllm_line_runs_the_simulator_and_its_pool_reaches_the_rec
   ASSERT_TRUE(agent.ok()) << agent.error().message;
   (*agent)->start();
   ASSERT_TRUE(wait_until([&] { return (*agent)->record().total_blocks != 0; }, 20s));
-  NodeRecord r = (*agent)->record();
+  cluster::NodeRecord r = (*agent)->record();
   EXPECT_TRUE(r.ready);
   EXPECT_EQ(r.total_blocks, 1234u);
   EXPECT_EQ(r.block_size, 32u);
   EXPECT_EQ(r.free_blocks, 1234u);
   EXPECT_EQ(r.kv_epoch, 5000u);
-  EXPECT_EQ((*agent)->supervisor().state(), EngineState::kReady);
+  EXPECT_EQ((*agent)->supervisor().state(), cluster::EngineState::kReady);
 
   // Kill the engine: the supervisor restarts it and the epoch moves on.
   ::kill(*(*agent)->supervisor().pid(), SIGKILL);
@@ -66,7 +66,7 @@ TEST(NodeAgentOverSim, llamacpp_line_runs_the_simulator_and_becomes_ready_after_
   ASSERT_TRUE(agent.ok()) << agent.error().message;
   (*agent)->start();
   ASSERT_TRUE(wait_until([&] { return (*agent)->record().ready; }, 20s));
-  EXPECT_EQ((*agent)->supervisor().state(), EngineState::kReady);
+  EXPECT_EQ((*agent)->supervisor().state(), cluster::EngineState::kReady);
   EXPECT_EQ((*agent)->record().total_blocks, 0u);  // llama.cpp exports no pool size
   (*agent)->stop();
 }

@@ -11,8 +11,8 @@ TEST(ApplyScrape, fills_pool_and_load_from_the_vllm_capture_and_keeps_the_epoch)
   const std::string page = cgn::testing::read_file(cgn::testing::sample_path("vllm-v1-metrics.txt"));
   auto m = routing::scrape_engine_metrics(routing::EngineKind::kVllm, page);
   ASSERT_TRUE(m.ok()) << m.error().message;
-  NodeRecord r;
-  KvEpochTracker t(100);
+  cluster::NodeRecord r;
+  cluster::KvEpochTracker t(100);
   EXPECT_EQ(apply_scrape(r, t, *m, 1), std::nullopt);
   EXPECT_EQ(r.total_blocks, 2452u);  // num_gpu_blocks in vllm:cache_config_info
   EXPECT_EQ(r.free_blocks, 2452u);   // idle server: kv_cache_usage_perc 0
@@ -20,7 +20,7 @@ TEST(ApplyScrape, fills_pool_and_load_from_the_vllm_capture_and_keeps_the_epoch)
   EXPECT_EQ(r.queue_depth, 0.0);
   EXPECT_EQ(r.running, 0.0);
   EXPECT_EQ(r.kv_epoch, 100u);
-  EXPECT_EQ(apply_scrape(r, t, *m, 2), EpochBump::kEngineRestart);
+  EXPECT_EQ(apply_scrape(r, t, *m, 2), cluster::EpochBump::kEngineRestart);
   EXPECT_EQ(r.kv_epoch, 101u);
 }
 
@@ -28,8 +28,8 @@ TEST(ApplyScrape, llamacpp_has_no_pool_size_so_total_blocks_stays_unknown) {
   const std::string page = cgn::testing::read_file(cgn::testing::sample_path("llamacpp-metrics.txt"));
   auto m = routing::scrape_engine_metrics(routing::EngineKind::kLlamaCpp, page);
   ASSERT_TRUE(m.ok()) << m.error().message;
-  NodeRecord r;
-  KvEpochTracker t(1);
+  cluster::NodeRecord r;
+  cluster::KvEpochTracker t(1);
   (void)apply_scrape(r, t, *m, 1);
   EXPECT_EQ(r.total_blocks, 0u);
   EXPECT_FALSE(r.free_blocks.has_value());

@@ -20,24 +20,6 @@ extern char** environ;
 
 namespace cgn::agent {
 
-std::string_view to_string(EngineState s) {
-  switch (s) {
-    case EngineState::kStarting:
-      return "starting";
-    case EngineState::kReady:
-      return "ready";
-    case EngineState::kUnhealthy:
-      return "unhealthy";
-    case EngineState::kExited:
-      return "exited";
-    case EngineState::kRestarting:
-      return "restarting";
-    case EngineState::kStopped:
-      return "stopped";
-  }
-  return "unknown";
-}
-
 namespace {
 
 const log::Logger& logger() {
@@ -141,7 +123,7 @@ bool Supervisor::wait_or_stop(std::chrono::milliseconds d) {
   return cv_.wait_for(lock, d, [this] { return stopping_; });
 }
 
-void Supervisor::set_state(EngineState s, std::string detail) {
+void Supervisor::set_state(cluster::EngineState s, std::string detail) {
   if (reported_once_ && state_.load() == s) {
     return;
   }
@@ -260,14 +242,14 @@ void Supervisor::probe_once(bool* was_ready, uint32_t* failures,
       }
       *was_ready = true;
       *failures = 0;
-      set_state(EngineState::kReady, detail);
+      set_state(cluster::EngineState::kReady, detail);
       break;
     case HealthVerdict::kLoading:
       *failures = 0;
       break;
     case HealthVerdict::kUnhealthy:
       if (++*failures >= options_.unhealthy_after) {
-        set_state(EngineState::kUnhealthy, detail);
+        set_state(cluster::EngineState::kUnhealthy, detail);
       }
       break;
   }
@@ -288,8 +270,8 @@ std::optional<int> Supervisor::watch(pid_t pid, bool* was_ready,
     if (w == pid) {
       return status;
     }
-    auto interval =
-        state_.load() == EngineState::kReady ? options_.ready_probe_interval : options_.probe_interval;
+    auto interval = state_.load() == cluster::EngineState::kReady ? options_.ready_probe_interval
+                                                                  : options_.probe_interval;
     if (wait_or_stop(interval)) {
       return std::nullopt;
     }
@@ -334,7 +316,7 @@ void Supervisor::run() {
         std::lock_guard lock(mu_);
         pid_ = pid;
       }
-      set_state(EngineState::kStarting, fmt::format("pid {}", pid));
+      set_state(cluster::EngineState::kStarting, fmt::format("pid {}", pid));
       bool was_ready = false;
       auto ready_since = std::chrono::steady_clock::now();
       auto status = watch(pid, &was_ready, &ready_since);
@@ -345,7 +327,7 @@ void Supervisor::run() {
           std::lock_guard lock(mu_);
           pid_ = -1;
         }
-        set_state(EngineState::kStopped, "stopped by the agent");
+        set_state(cluster::EngineState::kStopped, "stopped by the agent");
         return;
       }
       ::kill(-pid, SIGKILL);  // leftovers of the group
@@ -357,13 +339,13 @@ void Supervisor::run() {
       if (was_ready && std::chrono::steady_clock::now() - ready_since >= options_.healthy_reset) {
         backoff = options_.backoff_initial;
       }
-      set_state(EngineState::kExited, describe_status(*status));
+      set_state(cluster::EngineState::kExited, describe_status(*status));
     } else {
-      set_state(EngineState::kExited, why);
+      set_state(cluster::EngineState::kExited, why);
     }
-    set_state(EngineState::kRestarting, fmt::format("in {} ms", backoff.count()));
+    set_state(cluster::EngineState::kRestarting, fmt::format("in {} ms", backoff.count()));
     if (wait_or_stop(backoff)) {
-      set_state(EngineState::kStopped, "stopped by the agent");
+      set_state(cluster::EngineState::kStopped, "stopped by the agent");
       return;
     }
     backoff = std::min(backoff * 2, options_.backoff_max);
@@ -371,16 +353,16 @@ void Supervisor::run() {
 }
 
 void Supervisor::run_attached() {
-  set_state(EngineState::kStarting, fmt::format("attaching to {}:{}", options_.host, options_.port));
+  set_state(cluster::EngineState::kStarting, fmt::format("attaching to {}:{}", options_.host, options_.port));
   bool was_ready = false;
   uint32_t failures = 0;
   auto ready_since = std::chrono::steady_clock::now();
   for (;;) {
     probe_once(&was_ready, &failures, &ready_since);
-    auto interval =
-        state_.load() == EngineState::kReady ? options_.ready_probe_interval : options_.probe_interval;
+    auto interval = state_.load() == cluster::EngineState::kReady ? options_.ready_probe_interval
+                                                                  : options_.probe_interval;
     if (wait_or_stop(interval)) {
-      set_state(EngineState::kStopped, "detached");
+      set_state(cluster::EngineState::kStopped, "detached");
       return;
     }
   }

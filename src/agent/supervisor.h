@@ -25,12 +25,9 @@
 #include <thread>
 
 #include "agent/driver.h"
+#include "cluster/agent_health.h"
 
 namespace cgn::agent {
-
-enum class EngineState : uint8_t { kStarting, kReady, kUnhealthy, kExited, kRestarting, kStopped };
-
-std::string_view to_string(EngineState s);
 
 struct SupervisorOptions {
   std::string host = "127.0.0.1";                        // where the engine listens (IPv4 literal)
@@ -53,7 +50,7 @@ struct SupervisorOptions {
 };
 
 struct StateChange {
-  EngineState state = EngineState::kStarting;
+  cluster::EngineState state = cluster::EngineState::kStarting;
   uint64_t starts = 0;  // processes started so far
   std::string detail;   // exit status, backoff delay, the failed probe, ...
 };
@@ -73,7 +70,7 @@ class Supervisor {
   // Stops the engine (SIGTERM, then SIGKILL after stop_grace) and joins the threads. Idempotent.
   void stop();
 
-  EngineState state() const { return state_.load(); }
+  cluster::EngineState state() const { return state_.load(); }
   uint64_t starts() const { return starts_.load(); }
   // The running engine's pid (its process group id too), if one runs.
   std::optional<pid_t> pid() const;
@@ -88,7 +85,7 @@ class Supervisor {
   void probe_once(bool* was_ready, uint32_t* failures, std::chrono::steady_clock::time_point* ready_since);
   void terminate(pid_t pid);
   void reap_output();
-  void set_state(EngineState s, std::string detail);
+  void set_state(cluster::EngineState s, std::string detail);
   // Waits up to d or until stop; returns true when stopping.
   bool wait_or_stop(std::chrono::milliseconds d);
 
@@ -98,7 +95,7 @@ class Supervisor {
   StateListener listener_;
   LineSink sink_;
 
-  std::atomic<EngineState> state_{EngineState::kStopped};
+  std::atomic<cluster::EngineState> state_{cluster::EngineState::kStopped};
   std::atomic<uint64_t> starts_{0};
   bool reported_once_ = false;  // supervisor thread only
 

@@ -40,14 +40,14 @@ class Recorder {
     std::lock_guard lock(mu_);
     return changes_;
   }
-  std::vector<EngineState> states() {
-    std::vector<EngineState> out;
+  std::vector<cluster::EngineState> states() {
+    std::vector<cluster::EngineState> out;
     for (const auto& c : changes()) {
       out.push_back(c.state);
     }
     return out;
   }
-  size_t count(EngineState s) {
+  size_t count(cluster::EngineState s) {
     size_t n = 0;
     for (auto st : states()) {
       n += st == s ? 1 : 0;
@@ -137,20 +137,21 @@ TEST(Supervisor, vllm_engine_runs_from_the_drivers_command_with_pinned_gpus_and_
   sup.start();
   // Loading: the port is closed, and that must not count as unhealthy.
   ASSERT_TRUE(wait_until([&] { return rec.saw_line("fake vllm engine"); }, 10s));
-  EXPECT_TRUE(wait_until([&] { return rec.count(EngineState::kStarting) == 1; }, 5s));
-  EXPECT_EQ(sup.state(), EngineState::kStarting);
+  EXPECT_TRUE(wait_until([&] { return rec.count(cluster::EngineState::kStarting) == 1; }, 5s));
+  EXPECT_EQ(sup.state(), cluster::EngineState::kStarting);
   cgn::testing::write_file(loaded, "");
-  ASSERT_TRUE(wait_until([&] { return sup.state() == EngineState::kReady; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kReady; }, 10s));
   EXPECT_TRUE(rec.saw_line("args=serve fake/model --host 127.0.0.1 --port " + std::to_string(port)));
   EXPECT_TRUE(rec.saw_line("env CUDA_VISIBLE_DEVICES=0,1 HIP_VISIBLE_DEVICES=0,1"));
   EXPECT_TRUE(rec.saw_line("this line goes to stderr"));
-  EXPECT_EQ(rec.count(EngineState::kUnhealthy), 0u);
+  EXPECT_EQ(rec.count(cluster::EngineState::kUnhealthy), 0u);
   const pid_t pid = *sup.pid();
   sup.stop();
-  EXPECT_EQ(sup.state(), EngineState::kStopped);
+  EXPECT_EQ(sup.state(), cluster::EngineState::kStopped);
   EXPECT_TRUE(process_gone(pid));
   EXPECT_EQ(rec.states(),
-            (std::vector<EngineState>{EngineState::kStarting, EngineState::kReady, EngineState::kStopped}));
+            (std::vector<cluster::EngineState>{cluster::EngineState::kStarting, cluster::EngineState::kReady,
+                                               cluster::EngineState::kStopped}));
   log::set_stderr_sink();
   const std::string log_text = cgn::testing::read_file(log_file);
   EXPECT_NE(log_text.find("[engine] this line goes to stderr"), std::string::npos);
@@ -171,10 +172,10 @@ TEST(Supervisor, llamacpp_loading_503_is_loading_not_unhealthy) {
   sup.start();
   // Several probes answered 503 "Loading model" (more than unhealthy_after) ...
   ASSERT_TRUE(wait_until([&] { return rec.lines_with("\"GET /health HTTP/1.1\" 503") >= 4; }, 10s));
-  EXPECT_EQ(sup.state(), EngineState::kStarting);
-  EXPECT_EQ(rec.count(EngineState::kUnhealthy), 0u);
+  EXPECT_EQ(sup.state(), cluster::EngineState::kStarting);
+  EXPECT_EQ(rec.count(cluster::EngineState::kUnhealthy), 0u);
   cgn::testing::write_file(loaded, "");
-  ASSERT_TRUE(wait_until([&] { return sup.state() == EngineState::kReady; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kReady; }, 10s));
   EXPECT_TRUE(rec.saw_line("--parallel 4 --metrics"));
 }
 
@@ -189,14 +190,14 @@ TEST(Supervisor, failing_health_after_ready_reports_unhealthy_once_then_ready_ag
   Supervisor sup(command_for("vllm", engine), HealthSpec{}, fast_options(dir, port), rec.listener(),
                  rec.sink());
   sup.start();
-  ASSERT_TRUE(wait_until([&] { return sup.state() == EngineState::kReady; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kReady; }, 10s));
   ASSERT_TRUE(loopback_get("127.0.0.1", port, "/fail", 2s).ok());
-  ASSERT_TRUE(wait_until([&] { return sup.state() == EngineState::kUnhealthy; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kUnhealthy; }, 10s));
   // Keep failing for a few more probes: still one report.
   ASSERT_TRUE(wait_until([&] { return rec.lines_with("\"GET /health HTTP/1.1\" 503") >= 5; }, 10s));
-  EXPECT_EQ(rec.count(EngineState::kUnhealthy), 1u);
+  EXPECT_EQ(rec.count(cluster::EngineState::kUnhealthy), 1u);
   ASSERT_TRUE(loopback_get("127.0.0.1", port, "/recover", 2s).ok());
-  ASSERT_TRUE(wait_until([&] { return rec.count(EngineState::kReady) == 2; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return rec.count(cluster::EngineState::kReady) == 2; }, 10s));
   EXPECT_EQ(sup.starts(), 1u);
 }
 
@@ -211,17 +212,18 @@ TEST(Supervisor, restarts_an_exited_engine_and_reports_each_transition) {
   Supervisor sup(command_for("vllm", engine), HealthSpec{}, fast_options(dir, port), rec.listener(),
                  rec.sink());
   sup.start();
-  ASSERT_TRUE(wait_until([&] { return sup.state() == EngineState::kReady; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kReady; }, 10s));
   const pid_t first = *sup.pid();
   ASSERT_TRUE(loopback_get("127.0.0.1", port, "/exit?code=3", 2s).ok());
-  ASSERT_TRUE(wait_until([&] { return rec.count(EngineState::kReady) == 2; }, 15s));
+  ASSERT_TRUE(wait_until([&] { return rec.count(cluster::EngineState::kReady) == 2; }, 15s));
   EXPECT_EQ(sup.starts(), 2u);
   EXPECT_NE(*sup.pid(), first);
   const auto changes = rec.changes();
   ASSERT_EQ(changes.size(), 6u);
-  EXPECT_EQ(rec.states(), (std::vector<EngineState>{EngineState::kStarting, EngineState::kReady,
-                                                    EngineState::kExited, EngineState::kRestarting,
-                                                    EngineState::kStarting, EngineState::kReady}));
+  EXPECT_EQ(rec.states(), (std::vector<cluster::EngineState>{
+                              cluster::EngineState::kStarting, cluster::EngineState::kReady,
+                              cluster::EngineState::kExited, cluster::EngineState::kRestarting,
+                              cluster::EngineState::kStarting, cluster::EngineState::kReady}));
   EXPECT_EQ(changes[2].detail, "exit status 3");
   EXPECT_EQ(changes[4].starts, 2u);
 }
@@ -235,11 +237,11 @@ TEST(Supervisor, crash_loop_backs_off_exponentially_up_to_the_cap) {
   Recorder rec;
   Supervisor sup(command_for("vllm", engine), HealthSpec{}, fast_options(dir, 1), rec.listener(), rec.sink());
   sup.start();
-  ASSERT_TRUE(wait_until([&] { return rec.count(EngineState::kRestarting) >= 5; }, 20s));
+  ASSERT_TRUE(wait_until([&] { return rec.count(cluster::EngineState::kRestarting) >= 5; }, 20s));
   sup.stop();
   std::vector<std::string> delays;
   for (const auto& c : rec.changes()) {
-    if (c.state == EngineState::kRestarting) {
+    if (c.state == cluster::EngineState::kRestarting) {
       delays.push_back(c.detail);
     }
   }
@@ -247,7 +249,7 @@ TEST(Supervisor, crash_loop_backs_off_exponentially_up_to_the_cap) {
   EXPECT_EQ(std::vector<std::string>(delays.begin(), delays.begin() + 5),
             (std::vector<std::string>{"in 20 ms", "in 40 ms", "in 80 ms", "in 80 ms", "in 80 ms"}));
   EXPECT_TRUE(rec.saw_line("crashing"));
-  EXPECT_EQ(rec.states().back(), EngineState::kStopped);
+  EXPECT_EQ(rec.states().back(), cluster::EngineState::kStopped);
 }
 
 TEST(Supervisor, missing_binary_is_reported_and_retried) {
@@ -258,11 +260,11 @@ TEST(Supervisor, missing_binary_is_reported_and_retried) {
   Recorder rec;
   Supervisor sup(command_for("trtllm", engine), HealthSpec{}, fast_options(dir, 1), rec.listener());
   sup.start();
-  ASSERT_TRUE(wait_until([&] { return rec.count(EngineState::kRestarting) >= 2; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return rec.count(cluster::EngineState::kRestarting) >= 2; }, 10s));
   sup.stop();
   const auto changes = rec.changes();
   ASSERT_FALSE(changes.empty());
-  EXPECT_EQ(changes[0].state, EngineState::kExited);
+  EXPECT_EQ(changes[0].state, cluster::EngineState::kExited);
   EXPECT_EQ(changes[0].detail, "trtllm-serve not found on PATH");
 }
 
@@ -282,7 +284,7 @@ TEST(Supervisor, stop_kills_an_engine_that_ignores_sigterm_after_the_grace) {
   const pid_t pid = *sup.pid();
   sup.stop();
   EXPECT_TRUE(process_gone(pid));
-  EXPECT_EQ(sup.state(), EngineState::kStopped);
+  EXPECT_EQ(sup.state(), cluster::EngineState::kStopped);
   EXPECT_FALSE(sup.pid().has_value());
 }
 
@@ -336,7 +338,7 @@ TEST(Supervisor, external_engine_is_attached_not_spawned) {
   Supervisor sup(command_for("external", cfg, lo), ext->health(lo), fast_options(dir, port), rec.listener());
   sup.start();
   // An outer bound only: the Python fake engine alone can take seconds to start on a loaded host.
-  ASSERT_TRUE(wait_until([&] { return sup.state() == EngineState::kReady; }, 30s));
+  ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kReady; }, 30s));
   EXPECT_FALSE(sup.pid().has_value());
   EXPECT_EQ(sup.starts(), 0u);
   sup.stop();

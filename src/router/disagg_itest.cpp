@@ -11,7 +11,7 @@
 
 #include "router/fake_engine.h"
 #include "router/gateway.h"
-#include "state/static_store.h"
+#include "state/static/static_store.h"
 #include "testing/process.h"
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/node_record.h"
+#include "cluster/node_record.h"
 #include "core/canonical.h"
 #include "core/digest.h"
 #include "testing/engine_sim.h"
@@ -91,7 +91,7 @@ inline std::vector<Digest> body_digests(const std::string& body, uint32_t block_
 
 inline std::string record_json(const std::string& id, uint16_t port, uint64_t epoch = 1,
                                const std::string& model = "m") {
-  agent::NodeRecord r;
+  cluster::NodeRecord r;
   r.node_id = id;
   r.address = "127.0.0.1:" + std::to_string(port);
   r.models = {model};
@@ -104,7 +104,7 @@ inline std::string record_json(const std::string& id, uint16_t port, uint64_t ep
   r.block_size = 16;
   r.queue_depth = 0;
   r.running = 0;
-  return agent::to_json(r);
+  return cluster::to_json(r);
 }
 
 // A fast cgn-engine-sim serving `model` on a free port.

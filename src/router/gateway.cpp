@@ -22,7 +22,6 @@
 #include "router/policy_config.h"
 #include "router/request_intake.h"
 #include "router/request_plan.h"
-#include "state/static_store.h"
 
 // GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames (it
 // sees awaitable_frame_base's operator delete but not the recycling allocator's operator new):
@@ -74,32 +73,6 @@ Result<std::pair<std::string, uint16_t>, GatewayError> parse_listen(std::string_
     return std::move(*hp);
   }
   return make_error(GatewayError::kConfig, "listen address \"" + std::string(listen) + "\" is not HOST:PORT");
-}
-
-Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(const config::RouterConfig& cfg,
-                                                                           std::chrono::milliseconds interval,
-                                                                           agent::GrpcSecurity security) {
-  state::StaticStoreOptions so;
-  so.interval = interval;
-  so.security = std::move(security);
-  so.poll_timeout = std::min<std::chrono::milliseconds>(
-      std::max<std::chrono::milliseconds>(interval, std::chrono::milliseconds(200)),
-      std::chrono::milliseconds(cfg.timeouts.connect_ms + 1000));
-  for (const auto& n : cfg.nodes) {
-    state::StaticNodeSpec spec;
-    spec.name = n.name;
-    spec.url = n.url;
-    spec.role = routing::parse_node_role(n.role).value_or(routing::NodeRole::kBoth);
-    spec.models = n.models;
-    spec.agent = n.agent;
-    spec.engine = n.engine;
-    so.nodes.push_back(std::move(spec));
-  }
-  auto store = state::StaticStore::create(std::move(so));
-  if (!store) {
-    return make_error(GatewayError::kConfig, store.error().message);
-  }
-  return std::unique_ptr<state::StateStore>(std::move(*store));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -218,7 +191,7 @@ asio::awaitable<void> GatewayHandlers::dashboard(Exchange& ex) {
 
 // ---------------------------------------------------------------------------------------------
 
-Gateway::Gateway(GatewayOptions options, std::unique_ptr<state::StateStore> store, ApiKeys keys)
+Gateway::Gateway(GatewayOptions options, std::unique_ptr<cluster::StateStore> store, ApiKeys keys)
     : options_(std::move(options)),
       keys_(std::move(keys)),
       rejections_(metrics_, std::chrono::seconds(options_.router.limits.reject_log_interval_s)),
@@ -323,7 +296,7 @@ Result<http::ServerConfig, GatewayError> Gateway::build_servers() {
 
 Status<GatewayError> Gateway::listen() {
   if (store_) {
-    auto st = store_->start([this](const state::NodeEvent& ev) { on_node_event(ev); });
+    auto st = store_->start([this](const cluster::NodeEvent& ev) { on_node_event(ev); });
     if (!st) {
       return make_error(GatewayError::kStart, st.error().message);
     }
@@ -393,12 +366,12 @@ void Gateway::reload(const config::RouterConfig& cfg) {
   }
 }
 
-void Gateway::on_node_event(const state::NodeEvent& ev) {
+void Gateway::on_node_event(const cluster::NodeEvent& ev) {
   if (apply_state_event(ev)) {
     return;
   }
   nodes_.locked([&](routing::RoutingCore& core, NodeTable::Nodes& nodes) {
-    if (ev.kind == state::NodeEvent::Kind::kRemove) {
+    if (ev.kind == cluster::NodeEvent::Kind::kRemove) {
       core.remove_node(ev.id);
       nodes.erase(ev.id);
       node_changes_.forget(ev.id);

@@ -28,7 +28,8 @@
 #include <thread>
 #include <vector>
 
-#include "agent/agent_grpc.h"
+#include "cluster/agent_health.h"
+#include "cluster/state_store.h"
 #include "core/clock.h"
 #include "core/cluster_token.h"
 #include "core/config.h"
@@ -41,7 +42,6 @@
 #include "router/intake.h"
 #include "router/node_table.h"
 #include "router/router_metrics.h"
-#include "state/state_store.h"
 
 namespace cgn::router {
 
@@ -62,18 +62,12 @@ struct GatewayOptions {
   uint64_t seed = 0;        // routing RNG (ties, random policy)
 };
 
-// The static StateStore for [[router.nodes]], polled every `interval`.
-// `security`: how agent nodes' gRPC service is called (cluster token, [tls]).
-Result<std::unique_ptr<state::StateStore>, GatewayError> make_static_store(const config::RouterConfig& cfg,
-                                                                           std::chrono::milliseconds interval,
-                                                                           agent::GrpcSecurity security = {});
-
 // "HOST:PORT" (IPv6 in brackets) -> host, port.
 Result<std::pair<std::string, uint16_t>, GatewayError> parse_listen(std::string_view listen);
 
 class Gateway {
  public:
-  Gateway(GatewayOptions options, std::unique_ptr<state::StateStore> store, ApiKeys keys);
+  Gateway(GatewayOptions options, std::unique_ptr<cluster::StateStore> store, ApiKeys keys);
   ~Gateway();
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
@@ -107,10 +101,10 @@ class Gateway {
   // the store and the listeners. The API listener's ServerConfig comes back for the start log.
   Result<http::ServerConfig, GatewayError> build_servers();
   Status<GatewayError> listen();
-  void on_node_event(const state::NodeEvent& ev);
+  void on_node_event(const cluster::NodeEvent& ev);
   // Counts every state event; applies prefixes, policy and backend state (state_backend.cpp).
   // Returns true when it handled `ev` (anything but kUpsert / kRemove).
-  bool apply_state_event(const state::NodeEvent& ev);
+  bool apply_state_event(const cluster::NodeEvent& ev);
   void maintenance_loop();
   // Passive health: nodes that refused a connection (NodeTable::mark_refused, from an attempt)
   // and were marked longer than passive_retry_ms ago go back into routing, so an etcd or gossip
@@ -137,7 +131,7 @@ class Gateway {
   // One client per server worker, on that worker's io_context; declared after server_ so the
   // clients (and their pooled sockets) go before the contexts they live on.
   std::vector<std::unique_ptr<http::HttpClient>> clients_;
-  std::unique_ptr<state::StateStore> store_;
+  std::unique_ptr<cluster::StateStore> store_;
 
   std::mutex maint_mu_;
   std::condition_variable maint_cv_;

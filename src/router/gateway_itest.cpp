@@ -19,7 +19,7 @@
 #include "router/etcd_testing.h"
 #include "router/fake_engine.h"
 #include "router/gateway.h"
-#include "state/static_store.h"
+#include "state/static/static_store.h"
 #include "testing/metrics_page.h"
 #include "testing/process.h"
 #include "testing/test_certs.h"
@@ -1105,7 +1105,7 @@ TEST(Gateway, TheClusterTokenGoesToAgentNodesOnly) {
   ASSERT_NE(behind_agent.start(), 0);
   ASSERT_NE(bare.start(), 0);
   // The agent's gRPC side: answers Health only with the token.
-  agent::NodeRecord rec;
+  cluster::NodeRecord rec;
   rec.node_id = "agent-node";
   rec.address = behind_agent.url().substr(std::string("http://").size());
   rec.engine = "vllm";
@@ -1116,9 +1116,9 @@ TEST(Gateway, TheClusterTokenGoesToAgentNodesOnly) {
   auto grpc = agent::AgentGrpcServer::start(
       "127.0.0.1:0",
       [&] {
-        return agent::AgentHealth{rec, agent::EngineState::kReady, 1};
+        return cluster::AgentHealth{rec, cluster::EngineState::kReady, 1};
       },
-      agent::GrpcSecurity{auth::ClusterToken({token}), {}});
+      cluster::GrpcSecurity{auth::ClusterToken({token}), {}});
   ASSERT_TRUE(grpc.ok()) << grpc.error().message;
   state::StaticStoreOptions so;
   so.interval = 50ms;
@@ -1182,7 +1182,7 @@ TEST(Gateway, WithTlsTheRouterReachesAgentsOverMutualTls) {
       nullptr);
   auto proxy_port = proxy.start();
   ASSERT_TRUE(proxy_port.ok()) << proxy_port.error().message;
-  agent::NodeRecord rec;
+  cluster::NodeRecord rec;
   rec.node_id = "tls-node";
   rec.address = "127.0.0.1:" + std::to_string(*proxy_port);
   rec.engine = "vllm";
@@ -1191,9 +1191,9 @@ TEST(Gateway, WithTlsTheRouterReachesAgentsOverMutualTls) {
   auto grpc = agent::AgentGrpcServer::start(
       "127.0.0.1:0",
       [&] {
-        return agent::AgentHealth{rec, agent::EngineState::kReady, 1};
+        return cluster::AgentHealth{rec, cluster::EngineState::kReady, 1};
       },
-      agent::GrpcSecurity{{}, tls_of(agent_cert)});
+      cluster::GrpcSecurity{{}, tls_of(agent_cert)});
   ASSERT_TRUE(grpc.ok()) << grpc.error().message;
   state::StaticStoreOptions so;
   so.interval = 50ms;

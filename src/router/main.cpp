@@ -9,7 +9,6 @@
 #include "router/gateway.h"
 #include "router/options.h"
 #include "router/state_backend.h"
-#include "state/gossip/gossip_store.h"
 
 #ifndef CGN_SOURCE_DASHBOARD_DIR
 #define CGN_SOURCE_DASHBOARD_DIR ""
@@ -57,12 +56,10 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  // The gossip backend's counters (cgn_gossip_*) go on the router's /metrics.
-  auto* gossip_store = dynamic_cast<gossip::GossipStore*>(store->get());
+  // The backend's own counters (gossip: cgn_gossip_*) go on the router's /metrics.
+  cluster::StateStore* backend = store->get();
   router::Gateway gateway(setup->gateway, std::move(*store), std::move(*keys));
-  if (gossip_store != nullptr) {
-    gossip_store->attach_metrics(gateway.metrics().registry());
-  }
+  backend->attach_metrics(gateway.metrics().registry());
   auto port = gateway.start();
   if (!port) {
     std::cerr << "cgn-router: " << port.error().message << "\n";

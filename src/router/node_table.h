@@ -33,17 +33,17 @@
 #include <string_view>
 #include <vector>
 
+#include "cluster/state_store.h"
 #include "core/clock.h"
 #include "core/result.h"
 #include "routing/router_core.h"
-#include "state/state_store.h"
 
 namespace cgn::router {
 
 // One attempt's upstream: a node of the table, or a federation peer (index == kNoNode).
 struct Target {
   std::string node;  // the node's name, or the peer's label (X-CGN-Node)
-  state::NodeEndpoint endpoint;
+  cluster::NodeEndpoint endpoint;
   routing::NodeIndex index = routing::kNoNode;
   bool peer() const { return index == routing::kNoNode; }
 };
@@ -52,7 +52,7 @@ class NodeTable {
  public:
   struct NodeInfo {
     std::string name;
-    state::NodeEndpoint endpoint;
+    cluster::NodeEndpoint endpoint;
     routing::NodeIndex index = routing::kNoNode;
     // Set when the node refused a connection and left routing (passive health); cleared when it
     // is let back in after [router.timeouts] passive_retry_ms.

@@ -126,13 +126,13 @@ class EtcdCluster : public ::testing::Test {
     }
     return n;
   }
-  std::optional<agent::NodeRecord> record(const std::string& id) {
+  std::optional<cluster::NodeRecord> record(const std::string& id) {
     auto r = admin_->get(etcd::keys::node_key(id));
     if (!r.ok() || r->kvs.empty()) {
       return std::nullopt;
     }
-    auto rec = agent::parse_node_record(r->kvs[0].value);
-    return rec.ok() ? std::optional<agent::NodeRecord>(*rec) : std::nullopt;
+    auto rec = cluster::parse_node_record(r->kvs[0].value);
+    return rec.ok() ? std::optional<cluster::NodeRecord>(*rec) : std::nullopt;
   }
   Agent& agent(const std::string& id) { return agents_[id == "a" ? 0 : 1]; }
   std::string other(const std::string& id) { return id == "a" ? "b" : "a"; }

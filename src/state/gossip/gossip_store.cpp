@@ -5,7 +5,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "agent/node_record.h"
+#include "cluster/node_record.h"
 #include "core/log.h"
 
 namespace cgn::gossip {
@@ -105,10 +105,10 @@ std::vector<std::string> etcd_only_features(const config::CognitoraConfig& cfg) 
   return out;
 }
 
-std::vector<state::NodeEvent> reconcile(const std::vector<MemberView>& members,
-                                        std::map<std::string, std::string>& known) {
+std::vector<cluster::NodeEvent> reconcile(const std::vector<MemberView>& members,
+                                          std::map<std::string, std::string>& known) {
   auto log = log::get("state.gossip");
-  std::vector<state::NodeEvent> events;
+  std::vector<cluster::NodeEvent> events;
   std::map<std::string, bool> present;
   for (const auto& m : members) {
     if (m.self || !m.live) {
@@ -120,7 +120,7 @@ std::vector<state::NodeEvent> reconcile(const std::vector<MemberView>& members,
     }
     auto load = m.kvs.find(kLoadKey);
     const std::string json = merge_record(rec->second, load == m.kvs.end() ? std::string() : load->second);
-    auto parsed = agent::parse_node_record(json);
+    auto parsed = cluster::parse_node_record(json);
     if (!parsed) {
       CGN_LOG_WARN(log, "gossip member has an unreadable node record", log::kv("member", m.name),
                    log::kv("error", parsed.error().message));
@@ -136,11 +136,11 @@ std::vector<state::NodeEvent> reconcile(const std::vector<MemberView>& members,
     if (it != known.end() && it->second == json) {
       continue;
     }
-    state::NodeEvent ev;
-    ev.kind = state::NodeEvent::Kind::kUpsert;
+    cluster::NodeEvent ev;
+    ev.kind = cluster::NodeEvent::Kind::kUpsert;
     ev.id = m.name;
     ev.source = routing::UpdateSource::kGossip;
-    ev.update = agent::to_node_update(*parsed);
+    ev.update = cluster::to_node_update(*parsed);
     // Alive while the failure detector says so: an unchanged record is not a silent node.
     ev.update.liveness = routing::Liveness::kMembership;
     // The record's address; a wildcard host ("0.0.0.0:9090") means "where my packets come from".
@@ -166,8 +166,8 @@ std::vector<state::NodeEvent> reconcile(const std::vector<MemberView>& members,
       ++it;
       continue;
     }
-    state::NodeEvent ev;
-    ev.kind = state::NodeEvent::Kind::kRemove;
+    cluster::NodeEvent ev;
+    ev.kind = cluster::NodeEvent::Kind::kRemove;
     ev.id = it->first;
     ev.source = routing::UpdateSource::kGossip;
     events.push_back(std::move(ev));
@@ -179,10 +179,10 @@ std::vector<state::NodeEvent> reconcile(const std::vector<MemberView>& members,
 GossipStore::GossipStore(GossipStoreOptions options, std::unique_ptr<GossipNode> node)
     : options_(std::move(options)), node_(std::move(node)) {}
 
-Result<std::unique_ptr<GossipStore>, state::StateError> GossipStore::create(GossipStoreOptions options) {
+Result<std::unique_ptr<GossipStore>, cluster::StateError> GossipStore::create(GossipStoreOptions options) {
   auto node = GossipNode::create(options.node);
   if (!node) {
-    return make_error(state::StateError::kConfig, node.error().message);
+    return make_error(cluster::StateError::kConfig, node.error().message);
   }
   return std::unique_ptr<GossipStore>(new GossipStore(std::move(options), std::move(*node)));
 }
@@ -195,13 +195,13 @@ void GossipStore::attach_metrics(metrics::Registry& registry) {
   probe_ = std::make_unique<GossipProbe>(registry, *node_);
 }
 
-Status<state::StateError> GossipStore::start(state::NodeSink sink) {
+Status<cluster::StateError> GossipStore::start(cluster::NodeSink sink) {
   if (started_) {
     return Ok{};
   }
   auto port = node_->start();
   if (!port) {
-    return make_error(state::StateError::kStart, port.error().message);
+    return make_error(cluster::StateError::kStart, port.error().message);
   }
   sink_ = std::move(sink);
   started_ = true;
@@ -312,7 +312,7 @@ std::string host_name() {
 
 }  // namespace
 
-Result<std::unique_ptr<GossipStore>, state::StateError> make_router_store(
+Result<std::unique_ptr<GossipStore>, cluster::StateError> make_router_store(
     const config::CognitoraConfig& cfg) {
   warn_etcd_only(cfg, "cgn-router");
   std::string name = "router-" + host_name() + "-" + std::to_string(::getpid());
@@ -321,7 +321,7 @@ Result<std::unique_ptr<GossipStore>, state::StateError> make_router_store(
   }
   auto opts = node_options_from_config(cfg.state.gossip, name);
   if (!opts) {
-    return make_error(state::StateError::kConfig, opts.error().message);
+    return make_error(cluster::StateError::kConfig, opts.error().message);
   }
   GossipStoreOptions so;
   so.node = std::move(*opts);

@@ -22,10 +22,10 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/state_store.h"
 #include "core/config.h"
 #include "state/gossip/gossip_probe.h"
 #include "state/gossip/udp_node.h"
-#include "state/state_store.h"
 
 namespace cgn::gossip {
 
@@ -50,26 +50,26 @@ std::vector<std::string> etcd_only_features(const config::CognitoraConfig& cfg);
 
 // The events one reconcile pass produces: `known` (node -> record JSON last delivered) is updated.
 // Pure; exposed for tests.
-std::vector<state::NodeEvent> reconcile(const std::vector<MemberView>& members,
-                                        std::map<std::string, std::string>& known);
+std::vector<cluster::NodeEvent> reconcile(const std::vector<MemberView>& members,
+                                          std::map<std::string, std::string>& known);
 
 struct GossipStoreOptions {
   NodeOptions node;
   std::chrono::milliseconds reconcile_interval{2500};
 };
 
-class GossipStore final : public state::StateStore {
+class GossipStore final : public cluster::StateStore {
  public:
-  static Result<std::unique_ptr<GossipStore>, state::StateError> create(GossipStoreOptions options);
+  static Result<std::unique_ptr<GossipStore>, cluster::StateError> create(GossipStoreOptions options);
   ~GossipStore() override;
 
-  Status<state::StateError> start(state::NodeSink sink) override;
+  Status<cluster::StateError> start(cluster::NodeSink sink) override;
   void stop() override;
   std::string_view backend() const override { return "gossip"; }
 
   // Exports cgn_gossip_* into `registry` (the router's). Call before start(); the registry must
   // outlive the store.
-  void attach_metrics(metrics::Registry& registry);
+  void attach_metrics(metrics::Registry& registry) override;
   const GossipNode& node() const { return *node_; }
 
  private:
@@ -79,7 +79,7 @@ class GossipStore final : public state::StateStore {
   GossipStoreOptions options_;
   std::unique_ptr<GossipNode> node_;
   std::unique_ptr<GossipProbe> probe_;
-  state::NodeSink sink_;
+  cluster::NodeSink sink_;
   std::map<std::string, std::string> known_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -117,7 +117,8 @@ class RecordPublisher {
 //
 // The router's store: member "router-<host>-<pid>", no record; call attach_metrics() with the
 // router's registry before the gateway starts it.
-Result<std::unique_ptr<GossipStore>, state::StateError> make_router_store(const config::CognitoraConfig& cfg);
+Result<std::unique_ptr<GossipStore>, cluster::StateError> make_router_store(
+    const config::CognitoraConfig& cfg);
 // The agent's publisher, started: member `node_id`, publishing record_json() every second.
 Result<std::unique_ptr<RecordPublisher>, NodeError> start_agent_publisher(
     const config::CognitoraConfig& cfg, const std::string& node_id, std::function<std::string()> record_json);

@@ -5,7 +5,7 @@
 #include <map>
 #include <memory>
 
-#include "agent/node_record.h"
+#include "cluster/node_record.h"
 #include "state/gossip/core.h"
 #include "state/gossip/gossip_store.h"
 #include "state/gossip/phi.h"
@@ -451,7 +451,7 @@ TEST(GossipCore, partition_heals_and_converges) {
 }
 
 TEST(GossipStoreReconcile, records_become_upserts_and_departures_removes) {
-  agent::NodeRecord r;
+  cluster::NodeRecord r;
   r.node_id = "gpu-1";
   r.address = "0.0.0.0:9090";
   r.engine = "sim";
@@ -463,14 +463,14 @@ TEST(GossipStoreReconcile, records_become_upserts_and_departures_removes) {
   gpu.name = "gpu-1";
   gpu.live = true;
   gpu.addr = *PeerAddr::parse("10.1.2.3", 7946);
-  gpu.kvs[kRecordKey] = agent::to_json(r);
+  gpu.kvs[kRecordKey] = cluster::to_json(r);
   MemberView router;
   router.name = "router";
   router.live = true;
   std::map<std::string, std::string> known;
   auto ev = reconcile({gpu, router}, known);
   ASSERT_EQ(ev.size(), 1u);
-  EXPECT_EQ(ev[0].kind, state::NodeEvent::Kind::kUpsert);
+  EXPECT_EQ(ev[0].kind, cluster::NodeEvent::Kind::kUpsert);
   EXPECT_EQ(ev[0].id, "gpu-1");
   EXPECT_EQ(ev[0].endpoint.host, "10.1.2.3");  // the wildcard host replaced by the member's address
   EXPECT_EQ(ev[0].endpoint.port, 9090);
@@ -481,14 +481,14 @@ TEST(GossipStoreReconcile, records_become_upserts_and_departures_removes) {
   gpu.live = false;
   ev = reconcile({gpu, router}, known);
   ASSERT_EQ(ev.size(), 1u);
-  EXPECT_EQ(ev[0].kind, state::NodeEvent::Kind::kRemove);
+  EXPECT_EQ(ev[0].kind, cluster::NodeEvent::Kind::kRemove);
   gpu.live = true;
   gpu.kvs[kRecordKey] = "{not json";
   EXPECT_TRUE(reconcile({gpu, router}, known).empty());
 }
 
 TEST(GossipStoreReconcile, load_fields_travel_apart_and_merge_back) {
-  agent::NodeRecord r;
+  cluster::NodeRecord r;
   r.node_id = "gpu-1";
   r.address = "10.0.0.1:9090";
   r.engine = "vllm";
@@ -498,11 +498,11 @@ TEST(GossipStoreReconcile, load_fields_travel_apart_and_merge_back) {
   r.queue_depth = 3;
   r.generation = 5;
   r.kv_epoch = 6;
-  const auto [identity, load] = split_record(agent::to_json(r));
+  const auto [identity, load] = split_record(cluster::to_json(r));
   EXPECT_EQ(identity.find("free_blocks"), std::string::npos);
   EXPECT_NE(load.find("free_blocks"), std::string::npos);
   EXPECT_LT(load.size(), 120u);
-  auto back = agent::parse_node_record(merge_record(identity, load));
+  auto back = cluster::parse_node_record(merge_record(identity, load));
   ASSERT_TRUE(back);
   EXPECT_EQ(*back, r);
   EXPECT_EQ(split_record("not json").first, "not json");

@@ -6,10 +6,10 @@
 #include <cstddef>
 #include <string_view>
 
-namespace cgn::agent {
+namespace cgn {
 
 // False when text is longer than max_bytes or nests arrays/objects deeper than max_depth
 // (brackets inside strings do not count). Does not validate the JSON otherwise.
 bool json_within_bounds(std::string_view text, size_t max_bytes, size_t max_depth);
 
-}  // namespace cgn::agent
+}  // namespace cgn

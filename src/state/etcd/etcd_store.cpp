@@ -1,4 +1,4 @@
-#include "state/etcd_store.h"
+#include "state/etcd/etcd_store.h"
 
 #include <fmt/ranges.h>
 
@@ -24,20 +24,20 @@ std::string_view trim(std::string_view s) {
 }
 
 // The part of a record's address the router dials: "host:port" or a full URL.
-Result<NodeEndpoint, StateError> endpoint_of(const std::string& address) {
+Result<cluster::NodeEndpoint, cluster::StateError> endpoint_of(const std::string& address) {
   if (address.starts_with("http://") || address.starts_with("https://")) {
-    return parse_node_url(address);
+    return cluster::parse_node_url(address);
   }
-  return parse_node_url("http://" + address);
+  return cluster::parse_node_url("http://" + address);
 }
 
 }  // namespace
 
-Result<config::RouterConfig, StateError> parse_policy_value(std::string_view text,
-                                                            const std::string& origin) {
+Result<config::RouterConfig, cluster::StateError> parse_policy_value(std::string_view text,
+                                                                     const std::string& origin) {
   auto cfg = config::load_config_from_string(text, origin);
   if (!cfg) {
-    return make_error(StateError::kConfig, cfg.error().message);
+    return make_error(cluster::StateError::kConfig, cfg.error().message);
   }
   return std::move(cfg->router);
 }
@@ -48,7 +48,7 @@ bool cordon_value(std::string_view value) {
   return !(v == "false" || v == "0" || v == "no" || v == "off");
 }
 
-EtcdStateView::EtcdStateView(std::string root, config::RouterConfig base, NodeSink sink)
+EtcdStateView::EtcdStateView(std::string root, config::RouterConfig base, cluster::NodeSink sink)
     : root_(std::move(root)),
       base_(std::move(base)),
       sink_(std::move(sink)),
@@ -86,11 +86,11 @@ bool EtcdStateView::current(const Held& h, const Node& n, int64_t since_revision
 }
 
 void EtcdStateView::emit_upsert(const std::string& id, const Node& n) {
-  NodeEvent ev;
-  ev.kind = NodeEvent::Kind::kUpsert;
+  cluster::NodeEvent ev;
+  ev.kind = cluster::NodeEvent::Kind::kUpsert;
   ev.id = id;
   ev.endpoint = n.endpoint;
-  ev.update = agent::to_node_update(n.record);
+  ev.update = cluster::to_node_update(n.record);
   ev.update.cordoned = is_cordoned(id);
   // Alive while its record is: the record sits on the agent's lease, whose keep-alives make no
   // watch event, and the lease's expiry deletes it (kRemove). Its age says nothing.
@@ -111,15 +111,15 @@ void EtcdStateView::put(std::string_view key, std::string_view value, int64_t mo
       reject(key, cfg.error().message);
       return;
     }
-    NodeEvent ev;
-    ev.kind = NodeEvent::Kind::kPolicy;
+    cluster::NodeEvent ev;
+    ev.kind = cluster::NodeEvent::Kind::kPolicy;
     ev.policy = std::make_shared<const config::RouterConfig>(std::move(*cfg));
     ev.policy_origin = origin;
     sink_(ev);
     return;
   }
   if (auto id = etcd::keys::node_of(key, root_ + "nodes/")) {
-    auto rec = agent::parse_node_record(value);
+    auto rec = cluster::parse_node_record(value);
     if (!rec) {
       reject(key, rec.error().message);
       return;
@@ -145,8 +145,8 @@ void EtcdStateView::put(std::string_view key, std::string_view value, int64_t mo
     // A new node: every digest already mirrored for it. A new epoch: the core dropped the node's
     // entries; digests written after this record belong to the new epoch.
     if (is_new || epoch_changed) {
-      NodeEvent pe;
-      pe.kind = NodeEvent::Kind::kPrefixes;
+      cluster::NodeEvent pe;
+      pe.kind = cluster::NodeEvent::Kind::kPrefixes;
       pe.id = *id;
       pe.source = routing::UpdateSource::kEtcd;
       if (auto kv = kv_.find(*id); kv != kv_.end()) {
@@ -202,8 +202,8 @@ void EtcdStateView::put(std::string_view key, std::string_view value, int64_t mo
     slot = h;
     const bool now = h.confirmed;
     if (was != now) {
-      NodeEvent ev;
-      ev.kind = NodeEvent::Kind::kPrefixes;
+      cluster::NodeEvent ev;
+      ev.kind = cluster::NodeEvent::Kind::kPrefixes;
       ev.id = parsed->first;
       ev.source = routing::UpdateSource::kEtcd;
       (now ? ev.confirmed : ev.removed).push_back(parsed->second);
@@ -219,8 +219,8 @@ void EtcdStateView::del(std::string_view key, int64_t revision) {
   }
   const std::string_view rel = key.substr(root_.size());
   if (rel == "policy") {
-    NodeEvent ev;
-    ev.kind = NodeEvent::Kind::kPolicy;
+    cluster::NodeEvent ev;
+    ev.kind = cluster::NodeEvent::Kind::kPolicy;
     ev.policy = std::make_shared<const config::RouterConfig>(base_);
     ev.policy_origin = std::string(key) + " deleted (etcd revision " + std::to_string(revision) +
                        "): the router's own configuration";
@@ -235,8 +235,8 @@ void EtcdStateView::del(std::string_view key, int64_t revision) {
           held.confirmed = false;
         }
       }
-      NodeEvent ev;
-      ev.kind = NodeEvent::Kind::kRemove;
+      cluster::NodeEvent ev;
+      ev.kind = cluster::NodeEvent::Kind::kRemove;
       ev.id = *id;
       ev.source = routing::UpdateSource::kEtcd;
       sink_(ev);
@@ -275,8 +275,8 @@ void EtcdStateView::del(std::string_view key, int64_t revision) {
       kv_.erase(it);
     }
     if (was && nodes_.contains(parsed->first)) {
-      NodeEvent ev;
-      ev.kind = NodeEvent::Kind::kPrefixes;
+      cluster::NodeEvent ev;
+      ev.kind = cluster::NodeEvent::Kind::kPrefixes;
       ev.id = parsed->first;
       ev.source = routing::UpdateSource::kEtcd;
       ev.removed.push_back(parsed->second);
@@ -289,13 +289,13 @@ void EtcdStateView::del(std::string_view key, int64_t revision) {
 
 EtcdStore::EtcdStore(EtcdStoreOptions options) : options_(std::move(options)) {}
 
-Result<std::unique_ptr<EtcdStore>, StateError> EtcdStore::create(EtcdStoreOptions options) {
+Result<std::unique_ptr<EtcdStore>, cluster::StateError> EtcdStore::create(EtcdStoreOptions options) {
   if (options.endpoints.empty()) {
-    return make_error(StateError::kConfig,
+    return make_error(cluster::StateError::kConfig,
                       "state_backend \"etcd\" needs at least one endpoint ([state.etcd] endpoints)");
   }
   if (!options.root.starts_with('/')) {
-    return make_error(StateError::kConfig,
+    return make_error(cluster::StateError::kConfig,
                       "[state.etcd] prefix must start with '/', got \"" + options.root + "\"");
   }
   std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(options)));
@@ -308,14 +308,14 @@ Result<std::unique_ptr<EtcdStore>, StateError> EtcdStore::create(EtcdStoreOption
     if (self->stopping_.load() || !self->sink_) {
       return;
     }
-    NodeEvent ev;
-    ev.kind = NodeEvent::Kind::kBackend;
+    cluster::NodeEvent ev;
+    ev.kind = cluster::NodeEvent::Kind::kBackend;
     ev.connected = reachable;
     self->sink_(ev);
   };
   auto client = etcd::EtcdClient::create(std::move(co));
   if (!client) {
-    return make_error(StateError::kConfig, "etcd: " + client.error().message);
+    return make_error(cluster::StateError::kConfig, "etcd: " + client.error().message);
   }
   store->client_ = std::move(*client);
   return store;
@@ -326,9 +326,9 @@ EtcdStore::~EtcdStore() {
   client_.reset();
 }
 
-Status<StateError> EtcdStore::start(NodeSink sink) {
+Status<cluster::StateError> EtcdStore::start(cluster::NodeSink sink) {
   if (started_) {
-    return make_error(StateError::kStart, "etcd store already started");
+    return make_error(cluster::StateError::kStart, "etcd store already started");
   }
   started_ = true;
   {
@@ -360,8 +360,8 @@ Status<StateError> EtcdStore::start(NodeSink sink) {
   {
     // The connection state as known now (metrics start with a value); changes follow.
     std::lock_guard lock(sink_mu_);
-    NodeEvent ev;
-    ev.kind = NodeEvent::Kind::kBackend;
+    cluster::NodeEvent ev;
+    ev.kind = cluster::NodeEvent::Kind::kBackend;
     ev.connected = client_->reachable();
     sink_(ev);
   }

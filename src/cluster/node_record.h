@@ -10,12 +10,22 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/gpu_identity.h"
 #include "core/result.h"
 #include "routing/node_state.h"
 #include "routing/types.h"
 
-namespace cgn::agent {
+namespace cgn::cluster {
+
+// The node's GPU identity over the devices it uses (the agent's probe fills it, src/agent/gpu_identity.h).
+struct GpuIdentity {
+  std::string gpu_name;        // the first device's name
+  std::string gpu_vendor;      // the first device's vendor
+  uint64_t vram_total_mb = 0;  // per device: the smallest known among the devices; 0 = unknown
+  uint32_t count = 0;
+
+  routing::GpuIdentity to_routing() const { return {gpu_name, gpu_vendor, vram_total_mb}; }
+  bool operator==(const GpuIdentity&) const = default;
+};
 
 struct NodeRecord {
   std::string node_id;
@@ -41,7 +51,21 @@ struct NodeRecord {
   bool operator==(const NodeRecord&) const = default;
 };
 
-enum class RecordError : uint8_t { kTooLarge, kSyntax, kShape };
+// --- Schema version ---------------------------------------------------------------------------
+//
+// The JSON form carries "schema_version": the record's major version. The rule for changing it:
+//   - New fields are additive: a writer may add keys at any time, and a reader ignores the keys it
+//     does not know. A new key is optional for readers (an older agent does not send it), so an
+//     additive change keeps the major version.
+//   - A change an older reader would misread (a key changes meaning, unit or type; a key becomes
+//     required) bumps the major version. A reader refuses a record whose major version is higher
+//     than kNodeRecordSchemaMajor with RecordError::kVersion, naming both versions, rather than
+//     guess at it.
+//   - A record without "schema_version" is major version 1 (agents from before the key existed).
+// The protobuf form (agent_health.h) follows protobuf's own rule: new fields take new numbers.
+inline constexpr uint64_t kNodeRecordSchemaMajor = 1;
+
+enum class RecordError : uint8_t { kTooLarge, kSyntax, kShape, kVersion };
 
 std::string_view to_string(RecordError e);
 
@@ -52,14 +76,15 @@ struct RecordLimits {
   size_t max_string = 512;
 };
 
-// Compact JSON; absent optionals are absent keys. Keys: node_id, address, models, engine, role,
-// ready, gpu_name, gpu_vendor, vram_total_mb, gpu_count, total_blocks, free_blocks, block_size,
+// Compact JSON; absent optionals are absent keys. Keys: schema_version, node_id, address, models, engine,
+// role, ready, gpu_name, gpu_vendor, vram_total_mb, gpu_count, total_blocks, free_blocks, block_size,
 // queue_depth, running, kv_epoch, power_watts, watt_limit, cordon, version, generation.
 std::string to_json(const NodeRecord& record);
 
 // Required: node_id, address, engine, role, kv_epoch, generation. Unknown keys are ignored (a
 // newer agent may add some); a known key of the wrong type, a negative or non-finite number, or a
-// limit exceeded is an error that names the key.
+// limit exceeded is an error that names the key. A schema_version above kNodeRecordSchemaMajor is
+// kVersion.
 Result<NodeRecord, RecordError> parse_node_record(std::string_view json, const RecordLimits& limits = {});
 
 // What the router's core takes from a record.
@@ -112,4 +137,4 @@ class KvEpochTracker {
   std::optional<PoolSample> previous_;
 };
 
-}  // namespace cgn::agent
+}  // namespace cgn::cluster

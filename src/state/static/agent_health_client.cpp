@@ -1,4 +1,4 @@
-#include "state/agent_health_client.h"
+#include "state/static/agent_health_client.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -46,7 +46,7 @@ struct Waiter {
 };
 }  // namespace
 
-AgentHealthClients::AgentHealthClients(asio::io_context& ctx, agent::GrpcSecurity security)
+AgentHealthClients::AgentHealthClients(asio::io_context& ctx, cluster::GrpcSecurity security)
     : ctx_(ctx), security_(std::move(security)) {}
 
 AgentHealthClients::~AgentHealthClients() {
@@ -55,7 +55,7 @@ AgentHealthClients::~AgentHealthClients() {
 
 void AgentHealthClients::add(size_t key, const std::string& target) {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(agent::kMaxHealthResponseBytes);
+  args.SetMaxReceiveMessageSize(cluster::kMaxHealthResponseBytes);
   auto link = std::make_unique<Link>();
   link->target = target;
   if (auto creds = tls::channel_credentials(security_.tls)) {
@@ -66,7 +66,7 @@ void AgentHealthClients::add(size_t key, const std::string& target) {
   links_[key] = std::move(link);
 }
 
-asio::awaitable<Result<agent::AgentHealth, std::string>> AgentHealthClients::health(
+asio::awaitable<Result<cluster::AgentHealth, std::string>> AgentHealthClients::health(
     size_t key, std::chrono::milliseconds timeout) {
   auto it = links_.find(key);
   if (it == links_.end()) {
@@ -119,7 +119,7 @@ asio::awaitable<Result<agent::AgentHealth, std::string>> AgentHealthClients::hea
     co_return make_error(std::string("call"),
                          "Agent.Health on " + link.target + ": " + call->status.error_message());
   }
-  auto h = agent::from_proto(call->resp);
+  auto h = cluster::from_proto(call->resp);
   if (!h) {
     co_return make_error(std::string("answer"), "Agent.Health on " + link.target + ": " + h.error().message);
   }

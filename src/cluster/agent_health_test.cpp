@@ -1,6 +1,6 @@
 // The node record's protobuf form (proto/cognitora/v1/agent.proto): round trips, absent values
 // stay absent, and a malformed answer is an error naming the field.
-#include "agent/agent_grpc.h"
+#include "cluster/agent_health.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #pragma GCC diagnostic ignored "-Wrestrict"
 #endif
 
-namespace cgn::agent {
+namespace cgn::cluster {
 namespace {
 
 namespace pb = cognitora::v1;
@@ -155,4 +155,4 @@ TEST(AgentGrpcRecord, health_without_record_or_with_unknown_state_is_rejected) {
 }
 
 }  // namespace
-}  // namespace cgn::agent
+}  // namespace cgn::cluster

@@ -1,14 +1,14 @@
 // EtcdStateView: keys under /cognitora/ -> NodeEvents, without etcd or threads.
-#include "state/etcd_store.h"
+#include "state/etcd/etcd_store.h"
 
 #include <gtest/gtest.h>
 
-#include "agent/node_record.h"
+#include "cluster/node_record.h"
 
 namespace cgn::state {
 namespace {
 
-using Kind = NodeEvent::Kind;
+using Kind = cluster::NodeEvent::Kind;
 
 Digest digest(uint8_t b) {
   Digest d{};
@@ -22,7 +22,7 @@ std::string kv_key(const std::string& node, uint8_t b) {
 
 std::string record(const std::string& id, uint16_t port, uint64_t epoch = 1, bool ready = true,
                    bool cordon = false) {
-  agent::NodeRecord r;
+  cluster::NodeRecord r;
   r.node_id = id;
   r.address = "127.0.0.1:" + std::to_string(port);
   r.models = {"m"};
@@ -33,19 +33,19 @@ std::string record(const std::string& id, uint16_t port, uint64_t epoch = 1, boo
   r.cordon = cordon;
   r.total_blocks = 100;
   r.free_blocks = 40;
-  return agent::to_json(r);
+  return cluster::to_json(r);
 }
 
 struct Fixture : ::testing::Test {
-  std::vector<NodeEvent> events;
-  EtcdStateView view{"/cognitora", base(), [this](const NodeEvent& ev) { events.push_back(ev); }};
+  std::vector<cluster::NodeEvent> events;
+  EtcdStateView view{"/cognitora", base(), [this](const cluster::NodeEvent& ev) { events.push_back(ev); }};
 
   static config::RouterConfig base() {
     config::RouterConfig c;
     c.policy = "kv";
     return c;
   }
-  std::vector<NodeEvent> take() { return std::exchange(events, {}); }
+  std::vector<cluster::NodeEvent> take() { return std::exchange(events, {}); }
 };
 
 TEST_F(Fixture, NodeRecordBecomesAnUpsertWithTheRecordsEndpointAndDeleteARemove) {
@@ -265,8 +265,8 @@ TEST(ParsePolicyValue, NamesTheKeyInItsErrors) {
 }
 
 TEST(EtcdStateViewRoot, AConfiguredPrefixIsHonoured) {
-  std::vector<NodeEvent> events;
-  EtcdStateView view("/lab2/", {}, [&](const NodeEvent& ev) { events.push_back(ev); });
+  std::vector<cluster::NodeEvent> events;
+  EtcdStateView view("/lab2/", {}, [&](const cluster::NodeEvent& ev) { events.push_back(ev); });
   view.put("/cognitora/nodes/a", record("a", 9001), 1);
   EXPECT_TRUE(events.empty());
   view.put("/lab2/nodes/a", record("a", 9001), 2);

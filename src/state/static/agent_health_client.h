@@ -19,7 +19,7 @@
 #include <set>
 #include <string>
 
-#include "agent/agent_grpc.h"
+#include "cluster/agent_health.h"
 #include "core/result.h"
 
 namespace cgn::state {
@@ -27,7 +27,7 @@ namespace cgn::state {
 class AgentHealthClients {
  public:
   // `security`: the cluster token presented and the [tls] credentials of every channel.
-  explicit AgentHealthClients(boost::asio::io_context& ctx, agent::GrpcSecurity security = {});
+  explicit AgentHealthClients(boost::asio::io_context& ctx, cluster::GrpcSecurity security = {});
   ~AgentHealthClients();
   AgentHealthClients(const AgentHealthClients&) = delete;
   AgentHealthClients& operator=(const AgentHealthClients&) = delete;
@@ -36,8 +36,8 @@ class AgentHealthClients {
   void add(size_t key, const std::string& target);
   // One Health call with a deadline. Errors as text (unreachable, deadline, malformed answer).
   // Returns an error at once when the coroutine is cancelled.
-  boost::asio::awaitable<Result<agent::AgentHealth, std::string>> health(size_t key,
-                                                                         std::chrono::milliseconds timeout);
+  boost::asio::awaitable<Result<cluster::AgentHealth, std::string>> health(size_t key,
+                                                                           std::chrono::milliseconds timeout);
   void shutdown();
 
   struct Call;
@@ -45,7 +45,7 @@ class AgentHealthClients {
 
  private:
   boost::asio::io_context& ctx_;
-  agent::GrpcSecurity security_;
+  cluster::GrpcSecurity security_;
   std::map<size_t, std::unique_ptr<Link>> links_;
   // Calls in flight (for TryCancel at shutdown); guarded by mu_.
   std::mutex mu_;

@@ -37,11 +37,11 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/node_record.h"
+#include "cluster/node_record.h"
+#include "cluster/state_store.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "state/etcd/etcd_client.h"
-#include "state/state_store.h"
 
 namespace cgn::etcd {
 class EtcdClient;
@@ -52,7 +52,8 @@ namespace cgn::state {
 
 // The policy value: a cognitora.toml text, validated exactly as the file is on SIGHUP (unknown
 // keys and bad values are errors). `origin` names it in messages.
-Result<config::RouterConfig, StateError> parse_policy_value(std::string_view text, const std::string& origin);
+Result<config::RouterConfig, cluster::StateError> parse_policy_value(std::string_view text,
+                                                                     const std::string& origin);
 
 // "true" unless the value says false ("false", "0", "no", "off", any case, spaces trimmed).
 bool cordon_value(std::string_view value);
@@ -61,7 +62,7 @@ class EtcdStateView {
  public:
   // root: the key root without a trailing '/' ("/cognitora"). base: the policy in force while
   // the policy key is absent.
-  EtcdStateView(std::string root, config::RouterConfig base, NodeSink sink);
+  EtcdStateView(std::string root, config::RouterConfig base, cluster::NodeSink sink);
 
   void put(std::string_view key, std::string_view value, int64_t mod_revision);
   void del(std::string_view key, int64_t revision);
@@ -75,8 +76,8 @@ class EtcdStateView {
 
  private:
   struct Node {
-    agent::NodeRecord record;
-    NodeEndpoint endpoint;
+    cluster::NodeRecord record;
+    cluster::NodeEndpoint endpoint;
     int64_t mod_revision = 0;
   };
   enum class KeyKind { kNode, kKv, kCordon, kPolicy, kOther };
@@ -87,7 +88,7 @@ class EtcdStateView {
 
   std::string root_;  // "/cognitora/"
   config::RouterConfig base_;
-  NodeSink sink_;
+  cluster::NodeSink sink_;
   log::Logger log_;
   log::StateChangeLogger changes_;
   std::map<std::string, Node, std::less<>> nodes_;
@@ -115,12 +116,12 @@ struct EtcdStoreOptions {
   config::RouterConfig base;        // the router's own policy (used while /policy is absent)
 };
 
-class EtcdStore final : public StateStore {
+class EtcdStore final : public cluster::StateStore {
  public:
-  static Result<std::unique_ptr<EtcdStore>, StateError> create(EtcdStoreOptions options);
+  static Result<std::unique_ptr<EtcdStore>, cluster::StateError> create(EtcdStoreOptions options);
   ~EtcdStore() override;
 
-  Status<StateError> start(NodeSink sink) override;
+  Status<cluster::StateError> start(cluster::NodeSink sink) override;
   void stop() override;
   std::string_view backend() const override { return "etcd"; }
 
@@ -136,7 +137,7 @@ class EtcdStore final : public StateStore {
   std::unique_ptr<etcd::PrefixMirror> mirror_;
   std::mutex sink_mu_;  // serialises view_ and sink calls (mirror threads, reachability callback)
   std::unique_ptr<EtcdStateView> view_;
-  NodeSink sink_;
+  cluster::NodeSink sink_;
   std::atomic<bool> connected_{true};
   std::atomic<bool> stopping_{false};
   bool started_ = false;

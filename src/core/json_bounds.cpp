@@ -1,6 +1,6 @@
-#include "agent/json_bounds.h"
+#include "core/json_bounds.h"
 
-namespace cgn::agent {
+namespace cgn {
 
 bool json_within_bounds(std::string_view text, size_t max_bytes, size_t max_depth) {
   if (text.size() > max_bytes) {
@@ -33,4 +33,4 @@ bool json_within_bounds(std::string_view text, size_t max_bytes, size_t max_dept
   return true;
 }
 
-}  // namespace cgn::agent
+}  // namespace cgn

@@ -1,8 +1,7 @@
 // StateStore: where the router learns which nodes exist and how they are doing (docs/design/principles.md).
-// One small interface with one implementation per backend, registered by the name used in
-// cognitora.toml's `state_backend`: "static" (static_store.h, this folder), "etcd" and "gossip"
-// (later issues). The router never talks to a backend directly; it hands the store a sink and
-// applies what arrives to its RoutingCore.
+// One small interface with one implementation per backend (src/state/<name>/), registered by the
+// name used in cognitora.toml's `state_backend` (backend_registry.h). The router never talks to a backend
+// directly; it hands the store a sink and applies what arrives to its RoutingCore.
 //
 // Thread-safety: start()/stop() are for the owning thread. The sink is called from the store's
 // own thread(s), one call at a time, and must not call back into the store.
@@ -16,10 +15,11 @@
 
 #include "core/config.h"
 #include "core/digest_types.h"
+#include "core/metrics.h"
 #include "core/result.h"
 #include "routing/node_state.h"
 
-namespace cgn::state {
+namespace cgn::cluster {
 
 enum class StateError {
   kConfig,  // the backend's configuration is unusable (bad URL, duplicate node name, ...)
@@ -78,6 +78,9 @@ class StateStore {
   virtual void stop() = 0;
   // The backend's registered name ("static", "etcd", "gossip").
   virtual std::string_view backend() const = 0;
+  // Exports the backend's own counters (gossip: cgn_gossip_*) into `registry` (the router's
+  // /metrics). Call before start(); the registry must outlive the store. Default: none.
+  virtual void attach_metrics(metrics::Registry& /*registry*/) {}
 };
 
-}  // namespace cgn::state
+}  // namespace cgn::cluster

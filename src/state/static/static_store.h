@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "agent/agent_grpc.h"
-#include "state/state_store.h"
+#include "cluster/agent_health.h"
+#include "cluster/state_store.h"
 
 namespace cgn::http {
 class HttpClient;
@@ -51,19 +51,19 @@ struct StaticStoreOptions {
   std::chrono::milliseconds interval{1000};      // poll period per node
   std::chrono::milliseconds poll_timeout{1000};  // connect + answer, per probe
   size_t max_models_per_node = 256;
-  agent::GrpcSecurity security;  // how agents' Agent.Health is called (cluster token, [tls])
+  cluster::GrpcSecurity security;  // how agents' Agent.Health is called (cluster token, [tls])
 };
 
 // The default node name for a URL: its host:port ("127.0.0.1:8001").
-std::string default_node_name(const NodeEndpoint& endpoint);
+std::string default_node_name(const cluster::NodeEndpoint& endpoint);
 
-class StaticStore final : public StateStore {
+class StaticStore final : public cluster::StateStore {
  public:
   // Validates the node list (URLs, unique names, known engines).
-  static Result<std::unique_ptr<StaticStore>, StateError> create(StaticStoreOptions options);
+  static Result<std::unique_ptr<StaticStore>, cluster::StateError> create(StaticStoreOptions options);
   ~StaticStore() override;
 
-  Status<StateError> start(NodeSink sink) override;
+  Status<cluster::StateError> start(cluster::NodeSink sink) override;
   void stop() override;
   std::string_view backend() const override { return "static"; }
 
@@ -82,7 +82,7 @@ class StaticStore final : public StateStore {
 
   StaticStoreOptions options_;
   std::vector<Node> nodes_;
-  NodeSink sink_;
+  cluster::NodeSink sink_;
   std::unique_ptr<boost::asio::io_context> ctx_;
   std::unique_ptr<http::HttpClient> client_;
   std::unique_ptr<AgentHealthClients> agents_;  // gRPC channels of the agent nodes

@@ -1,10 +1,8 @@
-#include "state/state_store.h"
+#include "cluster/state_store.h"
 
 #include <gtest/gtest.h>
 
-#include "state/static_store.h"
-
-namespace cgn::state {
+namespace cgn::cluster {
 namespace {
 
 TEST(NodeUrl, ParsesSchemeHostPortAndBasePath) {
@@ -22,7 +20,6 @@ TEST(NodeUrl, ParsesSchemeHostPortAndBasePath) {
   auto c = parse_node_url("http://[::1]:9000");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->host, "::1");
-  EXPECT_EQ(default_node_name(*c), "[::1]:9000");
 }
 
 TEST(NodeUrl, RejectsWhatCannotBeANode) {
@@ -36,18 +33,5 @@ TEST(NodeUrl, RejectsWhatCannotBeANode) {
   }
 }
 
-TEST(StaticStore, RejectsDuplicateNamesAndUnknownEngines) {
-  StaticStoreOptions o;
-  o.nodes = {{"", "http://127.0.0.1:8001"}, {"", "http://127.0.0.1:8001"}};
-  auto dup = StaticStore::create(o);
-  ASSERT_FALSE(dup.ok());
-  EXPECT_EQ(dup.error().message, "node name \"127.0.0.1:8001\" is used twice");
-  StaticStoreOptions e;
-  StaticNodeSpec spec{"x", "http://127.0.0.1:8001"};
-  spec.engine = "warp-drive";
-  e.nodes = {spec};
-  EXPECT_FALSE(StaticStore::create(e).ok());
-}
-
 }  // namespace
-}  // namespace cgn::state
+}  // namespace cgn::cluster

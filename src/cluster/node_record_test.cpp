@@ -1,10 +1,12 @@
-#include "agent/node_record.h"
+#include "cluster/node_record.h"
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
-namespace cgn::agent {
+namespace cgn::cluster {
 namespace {
 
 NodeRecord full_record() {
@@ -115,6 +117,52 @@ TEST(NodeRecord, ignores_unknown_keys_from_newer_agents) {
   EXPECT_EQ(*r, minimal_record());
 }
 
+// Bytes the agent wrote before the record carried schema_version (full_record(), captured from
+// that agent's to_json()): routers of this version must keep reading them.
+std::string captured_record() {
+  std::ifstream in(std::string(CGN_CLUSTER_TESTDATA) + "/node_record_main_agent.json", std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(NodeRecordSchema, a_record_from_an_agent_without_schema_version_still_parses) {
+  const std::string text = captured_record();
+  ASSERT_FALSE(text.empty()) << "fixture missing";
+  ASSERT_EQ(text.find("schema_version"), std::string::npos);
+  auto r = parse_node_record(text);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r, full_record());
+}
+
+TEST(NodeRecordSchema, writes_its_major_version_and_reads_an_extra_key_at_that_version) {
+  auto j = nlohmann::json::parse(to_json(full_record()));
+  ASSERT_TRUE(j.contains("schema_version"));
+  EXPECT_EQ(j["schema_version"].get<uint64_t>(), kNodeRecordSchemaMajor);
+  j["added_in_a_later_minor"] = "x";  // an additive field from a newer agent
+  auto r = parse_node_record(j.dump());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r, full_record());
+}
+
+TEST(NodeRecordSchema, refuses_a_newer_major_version_naming_both_versions) {
+  auto j = nlohmann::json::parse(to_json(full_record()));
+  j["schema_version"] = kNodeRecordSchemaMajor + 1;
+  auto r = parse_node_record(j.dump());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, RecordError::kVersion);
+  EXPECT_NE(r.error().message.find("schema_version " + std::to_string(kNodeRecordSchemaMajor + 1)),
+            std::string::npos)
+      << r.error().message;
+  EXPECT_NE(r.error().message.find(std::to_string(kNodeRecordSchemaMajor)), std::string::npos);
+  EXPECT_EQ(to_string(RecordError::kVersion), "version");
+  j["schema_version"] = "1";  // a known key of the wrong type is a shape error naming it
+  auto bad = parse_node_record(j.dump());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, RecordError::kShape);
+  EXPECT_NE(bad.error().message.find("schema_version"), std::string::npos);
+}
+
 TEST(NodeRecord, becomes_a_routing_update) {
   auto u = to_node_update(full_record());
   EXPECT_EQ(u.address, "10.0.0.7:9090");
@@ -180,4 +228,4 @@ TEST(KvEpoch, tracker_counts_bumps_from_the_generation_and_survives_missing_pool
 }
 
 }  // namespace
-}  // namespace cgn::agent
+}  // namespace cgn::cluster

@@ -1,4 +1,4 @@
-#include "agent/node_record.h"
+#include "cluster/node_record.h"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,9 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "agent/json_bounds.h"
+#include "core/json_bounds.h"
 
-namespace cgn::agent {
+namespace cgn::cluster {
 
 using nlohmann::json;
 
@@ -21,6 +21,8 @@ std::string_view to_string(RecordError e) {
       return "syntax";
     case RecordError::kShape:
       return "shape";
+    case RecordError::kVersion:
+      return "version";
   }
   return "unknown";
 }
@@ -39,6 +41,7 @@ std::string_view to_string(EpochBump b) {
 
 std::string to_json(const NodeRecord& r) {
   json j;
+  j["schema_version"] = kNodeRecordSchemaMajor;
   j["node_id"] = r.node_id;
   j["address"] = r.address;
   j["models"] = r.models;
@@ -217,8 +220,19 @@ Result<NodeRecord, RecordError> parse_node_record(std::string_view text, const R
   if (!j.is_object()) {
     return make_error(RecordError::kShape, "node record must be a JSON object");
   }
-  NodeRecord r;
+  uint64_t schema = 1;
   Reader in(j, limits);
+  in.unsigned_int("schema_version", schema);
+  if (in.failed()) {
+    return make_error(RecordError::kShape, in.error());
+  }
+  if (schema > kNodeRecordSchemaMajor) {
+    return make_error(RecordError::kVersion,
+                      fmt::format("node record: schema_version {} is newer than this reader's {}; upgrade "
+                                  "the router (or whatever reads the record) before the agents",
+                                  schema, kNodeRecordSchemaMajor));
+  }
+  NodeRecord r;
   in.string("node_id", r.node_id, true);
   in.string("address", r.address, true);
   in.strings("models", r.models);
@@ -326,4 +340,4 @@ std::optional<EpochBump> KvEpochTracker::observe(const PoolSample& sample) {
   return bump;
 }
 
-}  // namespace cgn::agent
+}  // namespace cgn::cluster

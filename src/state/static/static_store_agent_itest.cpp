@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "state/static_store.h"
+#include "state/static/static_store.h"
 #include "testing/process.h"
 
 namespace cgn::state {
@@ -24,12 +24,12 @@ using cgn::testing::wait_until;
 
 struct Events {
   std::mutex mu;
-  std::vector<NodeEvent> all;
-  void add(const NodeEvent& e) {
+  std::vector<cluster::NodeEvent> all;
+  void add(const cluster::NodeEvent& e) {
     std::lock_guard lock(mu);
     all.push_back(e);
   }
-  std::optional<NodeEvent> last() {
+  std::optional<cluster::NodeEvent> last() {
     std::lock_guard lock(mu);
     if (all.empty()) {
       return std::nullopt;
@@ -71,7 +71,7 @@ TEST(StaticStoreAgent, polls_the_agents_health_for_the_node_record) {
   auto store = StaticStore::create(o);
   ASSERT_TRUE(store.ok()) << store.error().message;
   Events events;
-  ASSERT_TRUE((*store)->start([&](const NodeEvent& e) { events.add(e); }).ok());
+  ASSERT_TRUE((*store)->start([&](const cluster::NodeEvent& e) { events.add(e); }).ok());
 
   ASSERT_TRUE(wait_until(
       [&] {
@@ -80,7 +80,7 @@ TEST(StaticStoreAgent, polls_the_agents_health_for_the_node_record) {
       },
       30s))
       << agent.log();
-  NodeEvent e = *events.last();
+  cluster::NodeEvent e = *events.last();
   EXPECT_EQ(e.id, "a");
   EXPECT_EQ(e.endpoint.port, http_port);  // requests go to the agent's HTTP endpoint
   EXPECT_EQ(e.update.address, url);
@@ -137,7 +137,7 @@ TEST(StaticStoreAgent, stop_returns_while_an_agent_does_not_answer) {
   auto store = StaticStore::create(o);
   ASSERT_TRUE(store.ok());
   Events events;
-  ASSERT_TRUE((*store)->start([&](const NodeEvent& e) { events.add(e); }).ok());
+  ASSERT_TRUE((*store)->start([&](const cluster::NodeEvent& e) { events.add(e); }).ok());
   ASSERT_TRUE(wait_until([&] { return (*store)->polls_completed() >= 2; }, 10s));
   auto last = events.last();
   ASSERT_TRUE(last.has_value());

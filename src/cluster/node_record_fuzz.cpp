@@ -5,17 +5,17 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "agent/node_record.h"
+#include "cluster/node_record.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto r = cgn::agent::parse_node_record(text);
+  auto r = cgn::cluster::parse_node_record(text);
   if (r.ok()) {
-    auto again = cgn::agent::parse_node_record(cgn::agent::to_json(*r));
+    auto again = cgn::cluster::parse_node_record(cgn::cluster::to_json(*r));
     if (!again.ok() || !(*again == *r)) {
       std::abort();
     }
-    (void)cgn::agent::to_node_update(*r);
+    (void)cgn::cluster::to_node_update(*r);
   }
   return 0;
 }

@@ -1,8 +1,8 @@
-#include "state/state_store.h"
+#include "cluster/state_store.h"
 
 #include <charconv>
 
-namespace cgn::state {
+namespace cgn::cluster {
 
 const char* to_string(StateError e) {
   switch (e) {
@@ -96,4 +96,4 @@ Result<NodeEndpoint, StateError> parse_node_url(std::string_view url) {
   return ep;
 }
 
-}  // namespace cgn::state
+}  // namespace cgn::cluster

@@ -1,4 +1,4 @@
-#include "state/static_store.h"
+#include "state/static/static_store.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -11,11 +11,11 @@
 #include <optional>
 #include <set>
 
-#include "agent/node_record.h"
+#include "cluster/node_record.h"
 #include "core/http/client.h"
 #include "core/log.h"
 #include "routing/engine_metrics.h"
-#include "state/agent_health_client.h"
+#include "state/static/agent_health_client.h"
 
 // GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames (it
 // sees awaitable_frame_base's operator delete but not the recycling allocator's operator new):
@@ -32,23 +32,23 @@ using routing::NodeUpdate;
 
 struct StaticStore::Node {
   StaticNodeSpec spec;
-  NodeEndpoint endpoint;
+  cluster::NodeEndpoint endpoint;
   // The /metrics mapping; none for engines without one (mlx, cgn-infer): health and models only.
   std::optional<routing::EngineKind> kind;
 };
 
-std::string default_node_name(const NodeEndpoint& endpoint) {
+std::string default_node_name(const cluster::NodeEndpoint& endpoint) {
   if (endpoint.host.find(':') != std::string::npos) {
     return "[" + endpoint.host + "]:" + std::to_string(endpoint.port);
   }
   return endpoint.host + ":" + std::to_string(endpoint.port);
 }
 
-Result<std::unique_ptr<StaticStore>, StateError> StaticStore::create(StaticStoreOptions options) {
+Result<std::unique_ptr<StaticStore>, cluster::StateError> StaticStore::create(StaticStoreOptions options) {
   std::vector<Node> nodes;
   std::set<std::string> names;
   for (auto& spec : options.nodes) {
-    auto ep = parse_node_url(spec.url);
+    auto ep = cluster::parse_node_url(spec.url);
     if (!ep) {
       return ep.error();
     }
@@ -61,21 +61,22 @@ Result<std::unique_ptr<StaticStore>, StateError> StaticStore::create(StaticStore
     }
     auto kind = routing::parse_engine_kind(spec.engine);
     if (!kind && spec.engine != "mlx" && spec.engine != "cgn-infer") {
-      return make_error(StateError::kConfig, "node \"" + n.spec.name + "\": unknown engine \"" + spec.engine +
-                                                 "\" (vllm, sglang, trtllm, llamacpp, mlx, cgn-infer)");
+      return make_error(cluster::StateError::kConfig,
+                        "node \"" + n.spec.name + "\": unknown engine \"" + spec.engine +
+                            "\" (vllm, sglang, trtllm, llamacpp, mlx, cgn-infer)");
     }
     n.kind = kind;
     if (!spec.agent.empty() && (spec.agent.rfind(':') == std::string::npos || spec.agent.back() == ':')) {
-      return make_error(StateError::kConfig,
+      return make_error(cluster::StateError::kConfig,
                         "node \"" + n.spec.name + "\": agent \"" + spec.agent + "\" is not HOST:PORT");
     }
     if (!names.insert(n.spec.name).second) {
-      return make_error(StateError::kConfig, "node name \"" + n.spec.name + "\" is used twice");
+      return make_error(cluster::StateError::kConfig, "node name \"" + n.spec.name + "\" is used twice");
     }
     nodes.push_back(std::move(n));
   }
   if (options.interval.count() <= 0) {
-    return make_error(StateError::kConfig, "poll interval must be positive");
+    return make_error(cluster::StateError::kConfig, "poll interval must be positive");
   }
   return std::unique_ptr<StaticStore>(new StaticStore(std::move(options), std::move(nodes)));
 }
@@ -91,7 +92,7 @@ namespace {
 
 constexpr auto kUseTuple = asio::as_tuple(asio::use_awaitable);
 
-http::Request get_request(const NodeEndpoint& ep, std::string_view path) {
+http::Request get_request(const cluster::NodeEndpoint& ep, std::string_view path) {
   http::Request req{http::Verb::get, ep.base_path + std::string(path), 11};
   req.set(http::Field::user_agent, "cognitora-router");
   return req;
@@ -120,9 +121,9 @@ std::vector<std::string> parse_models(const std::string& body, size_t max_models
 
 }  // namespace
 
-Status<StateError> StaticStore::start(NodeSink sink) {
+Status<cluster::StateError> StaticStore::start(cluster::NodeSink sink) {
   if (started_) {
-    return make_error(StateError::kStart, "static store already started");
+    return make_error(cluster::StateError::kStart, "static store already started");
   }
   started_ = true;
   sink_ = std::move(sink);
@@ -146,7 +147,7 @@ Status<StateError> StaticStore::start(NodeSink sink) {
   // Every node is announced at once with what configuration says, health unknown (not yet
   // routable), so its name and models are known before the first poll answers.
   for (const auto& n : nodes_) {
-    NodeEvent ev;
+    cluster::NodeEvent ev;
     ev.id = n.spec.name;
     ev.endpoint = n.endpoint;
     ev.update.address = n.spec.url;
@@ -174,7 +175,7 @@ asio::awaitable<void> StaticStore::poll_loop(size_t i) {
   http::Upstream up{n.endpoint.host, n.endpoint.port, n.endpoint.tls};
   asio::steady_timer timer(*ctx_);
   for (;;) {
-    NodeEvent ev;
+    cluster::NodeEvent ev;
     ev.id = n.spec.name;
     ev.endpoint = n.endpoint;
     ev.source = routing::UpdateSource::kScrape;
@@ -224,7 +225,7 @@ asio::awaitable<void> StaticStore::agent_poll_loop(size_t i) {
   auto logger = log::get("state");
   bool last_ok = true;
   for (;;) {
-    NodeEvent ev;
+    cluster::NodeEvent ev;
     ev.id = n.spec.name;
     ev.endpoint = n.endpoint;
     ev.source = routing::UpdateSource::kScrape;
@@ -234,7 +235,7 @@ asio::awaitable<void> StaticStore::agent_poll_loop(size_t i) {
     }
     if (h.ok()) {
       // The node record is the agent's word on its node; the data path stays the configured URL.
-      ev.update = agent::to_node_update(h->record);
+      ev.update = cluster::to_node_update(h->record);
       ev.update.address = n.spec.url;
       if (!n.spec.models.empty()) {
         ev.update.models = n.spec.models;

@@ -1,0 +1,85 @@
+# Test-time half of the layering check (cmake/LinkGraph.cmake writes the graph it reads).
+# Rules, in the words of docs/design/layout.md:
+#   - cgn_cluster (the cluster contract) links only cgn_core, cgn_routing and the generated
+#     protobuf library cgn_proto_cognitora, and what those link;
+#   - no state backend (cgn_state*) and no router library or binary links cgn_agent;
+#   - cgn_routing and cgn_core link no module above them.
+# Run: cmake -DGRAPH=build/link_graph.cmake -P cmake/check_layering.cmake
+cmake_minimum_required(VERSION 3.25)
+if(NOT GRAPH OR NOT EXISTS "${GRAPH}")
+  message(FATAL_ERROR "layering: the link graph '${GRAPH}' is missing (configure the build first)")
+endif()
+include("${GRAPH}")
+
+# Direct links of `t`, our own targets and imported ones, without CMake's directory markers.
+function(direct_links t out)
+  set(_res)
+  foreach(l ${CGN_LINKS_${t}})
+    if(l MATCHES "^::@" OR l MATCHES "^\\$<" OR l STREQUAL "")
+      continue()
+    endif()
+    list(APPEND _res ${l})
+  endforeach()
+  set(${out} ${_res} PARENT_SCOPE)
+endfunction()
+
+# Everything `t` links, transitively (each path it takes is recorded as "a -> b -> c").
+function(closure t out)
+  set(_seen)
+  set(_queue ${t})
+  set("_path_${t}" "${t}")
+  while(_queue)
+    list(POP_FRONT _queue cur)
+    direct_links(${cur} _links)
+    foreach(l ${_links})
+      if(NOT l IN_LIST _seen)
+        list(APPEND _seen ${l})
+        list(APPEND _queue ${l})
+        set("_path_${l}" "${_path_${cur}} -> ${l}")
+        set("CGN_PATH_${t}_${l}" "${_path_${l}}" PARENT_SCOPE)
+      endif()
+    endforeach()
+  endwhile()
+  set(${out} ${_seen} PARENT_SCOPE)
+endfunction()
+
+set(failures 0)
+
+# `t` must not reach `dep` through any chain of links.
+function(forbid t dep)
+  if(NOT t IN_LIST CGN_TARGETS)
+    message(SEND_ERROR "layering: target ${t} named by a rule does not exist")
+    return()
+  endif()
+  closure(${t} _all)
+  if(dep IN_LIST _all)
+    message(SEND_ERROR "layering: ${t} must not link ${dep}; it does: ${CGN_PATH_${t}_${dep}}")
+  endif()
+endfunction()
+
+# Our own libraries (cgn_*) that `t` reaches must be among `allowed` or linked by them.
+function(only t)
+  set(allowed ${ARGN})
+  set(_ok ${allowed} cgn_warnings)
+  foreach(a ${allowed})
+    closure(${a} _c)
+    list(APPEND _ok ${_c})
+  endforeach()
+  closure(${t} _all)
+  foreach(l ${_all})
+    if(l MATCHES "^cgn_" AND NOT l IN_LIST _ok)
+      message(SEND_ERROR "layering: ${t} may link only ${allowed} (and what they link); "
+                         "it links ${l}: ${CGN_PATH_${t}_${l}}")
+    endif()
+  endforeach()
+endfunction()
+
+only(cgn_core cgn_blake3)
+only(cgn_routing cgn_core)
+only(cgn_cluster cgn_core cgn_routing cgn_proto_cognitora)
+foreach(t ${CGN_TARGETS})
+  if(t MATCHES "^cgn_state" OR t MATCHES "^cgn_router" OR t STREQUAL "cgn-router")
+    forbid(${t} cgn_agent)
+  endif()
+endforeach()
+message(STATUS "layering: ${CMAKE_CURRENT_LIST_FILE}: rules hold")

@@ -1,0 +1,87 @@
+// State backends by name. Each backend (src/state/<name>/) describes itself as one Backend entry:
+// how the router builds its StateStore (read side) and how an agent builds its NodePublisher
+// (write side). cgn-router and cgn-agent look the entry up by the config's `state_backend`, so
+// neither names a backend type; an unknown name is a config error that lists the registered
+// ones. src/state/backends.h assembles the built-in registry.
+//
+// Thread-safety: a registry is filled once at start-up and read-only afterwards.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cluster/node_record.h"
+#include "cluster/state_store.h"
+#include "core/config.h"
+#include "core/digest_types.h"
+#include "core/metrics.h"
+#include "core/result.h"
+
+namespace cgn::cluster {
+
+// The agent's side of a backend: makes the node's record (and, where the backend carries them, its
+// live KV prefixes) known to the routers.
+class NodePublisher {
+ public:
+  virtual ~NodePublisher() = default;
+  // Begins publishing (a thread of the publisher's own, where it needs one).
+  virtual Status<StateError> start() = 0;
+  // Stops publishing and leaves the cluster at once where the backend can. Idempotent.
+  virtual void stop() = 0;
+  // False when the backend cannot carry live KV prefixes (static, gossip): the caller then
+  // records none.
+  virtual bool carries_prefixes() const = 0;
+  // Live KV prefixes of the node's engine, as they are seen (no-op where !carries_prefixes()).
+  virtual void record_prefixes(std::span<const Digest> /*chain*/) {}
+  // Exports the publisher's counters into `registry` (the agent's /metrics); it must outlive the
+  // publisher.
+  virtual void attach_metrics(metrics::Registry& /*registry*/) {}
+  // What the agent logs once at start: how its record reaches the routers.
+  virtual std::string describe() const = 0;
+  // The backend's registered name.
+  virtual std::string_view backend() const = 0;
+};
+
+// What the router hands a backend to build its store.
+struct StoreParams {
+  const config::CognitoraConfig& config;
+  // The router's poll period for polled backends ([router.timeouts] health_interval_ms or
+  // --poll-interval-ms).
+  std::chrono::milliseconds poll_interval;
+};
+
+// What the agent hands a backend to build its publisher.
+struct PublisherParams {
+  const config::CognitoraConfig& config;
+  std::string node_id;
+  // The current record (thread-safe; the publisher calls it from its own thread).
+  std::function<NodeRecord()> record;
+};
+
+struct Backend {
+  std::string name;  // the `state_backend` value
+  std::function<Result<std::unique_ptr<StateStore>, StateError>(const StoreParams&)> make_store;
+  // Empty where the agent still wires its publisher itself (etcd: agent/etcd_publisher.h, whose KV
+  // event plumbing is not yet part of NodePublisher).
+  std::function<Result<std::unique_ptr<NodePublisher>, StateError>(const PublisherParams&)> make_publisher;
+};
+
+class BackendRegistry {
+ public:
+  // Adds a backend; one without a name or make_store, or a second one of the same name, is a
+  // programming error (kConfig).
+  Status<StateError> add(Backend backend);
+  // The entry for `name`, or kConfig naming `name` and the registered backends.
+  Result<const Backend*, StateError> find(std::string_view name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::vector<Backend> backends_;
+};
+
+}  // namespace cgn::cluster
