@@ -332,10 +332,12 @@ int main(int argc, char** argv) {
     results.push_back(run(n));
     const auto& r = results.back();
     std::fprintf(stderr,
-                 "n=%zu join=%.2fs converge med=%.2fs max=%.2fs detect med=%.2fs max=%.2fs "
+                 "n=%zu join=%.2fs converge med/max=%s detect med/max=%s "
                  "bytes/s/member churn=%.0f idle=%.0f (wall %.1fs)\n",
-                 r.n, r.join_s, r.converge_med_s, r.converge_max_s, r.detect_med_s, r.detect_max_s,
-                 r.bps_churn, r.bps_idle, r.wall_s);
+                 r.n, r.join_s,
+                 med_max(r.converge_med_s, r.converge_max_s, r.converge_missed, kConvergeTrials).c_str(),
+                 med_max(r.detect_med_s, r.detect_max_s, r.detect_missed, kDetectTrials).c_str(), r.bps_churn,
+                 r.bps_idle, r.wall_s);
   }
   const SizeResult& base = results.front();
   if (markdown) {
