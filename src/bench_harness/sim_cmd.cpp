@@ -12,10 +12,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "bench_harness/cluster_sim_pd.h"
 #include "bench_harness/report.h"
+#include "core/cli_parse.h"
 
 namespace cgn::bench {
 namespace {
@@ -217,13 +217,8 @@ CliResult<BenchCommand> parse_bench_options(int argc, const char* const* argv) {
       app.add_subcommand("load", "live load generator: replay a workload over HTTP against a router");
   load->set_help_flag();
   load->prefix_command();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    std::ostringstream out;
-    std::ostringstream err;
-    const int status = app.exit(e, out, err);
-    return cli_exit(status, status == 0 ? out.str() : err.str());
+  if (auto parsed = parse_command_line(app, argc, argv); !parsed) {
+    return parsed.error();
   }
   if (load->parsed()) {
     cmd.load = true;

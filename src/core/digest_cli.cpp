@@ -6,10 +6,10 @@
 #include <iostream>
 #include <iterator>
 #include <map>
-#include <sstream>
 #include <vector>
 
 #include "core/canonical.h"
+#include "core/cli_parse.h"
 
 namespace cgn {
 namespace {
@@ -106,13 +106,8 @@ CliResult<DigestCliOptions> parse_digest_options(int argc, const char* const* ar
   app.add_flag("--seed-material", o.seed_material, "print only the seed's key material (hex)");
   app.add_flag("--canonical", o.show_canonical, "print the canonical prompt bytes instead of digests");
   app.add_flag("--simd", o.show_simd, "print the BLAKE3 SIMD level and exit");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    std::ostringstream out;
-    std::ostringstream err;
-    const int status = app.exit(e, out, err);
-    return cli_exit(status, status == 0 ? out.str() : err.str());
+  if (auto parsed = parse_command_line(app, argc, argv); !parsed) {
+    return parsed.error();
   }
   return o;
 }

@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "bench_harness/load/load_gen.h"
 #include "bench_harness/report.h"
+#include "core/cli_parse.h"
 #include "core/log.h"
 
 namespace cgn::bench {
@@ -335,13 +335,8 @@ CliResult<LoadCommandOptions> parse_load_options(int argc, const char* const* ar
   c->add_option("--json", f.out_json, "write the JSON report here");
   c->add_option("--records", f.out_records, "write one JSON line per request here");
   c->add_option("--log-level", f.log_level, "log level (default warn)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    std::ostringstream out;
-    std::ostringstream err;
-    const int status = app.exit(e, out, err);
-    return cli_exit(status, status == 0 ? out.str() : err.str());
+  if (auto parsed = parse_command_line(app, argc, argv); !parsed) {
+    return parsed.error();
   }
   return f;
 }

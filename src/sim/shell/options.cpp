@@ -4,10 +4,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/cli_parse.h"
 #include "core/log.h"
 #include "sim/launch.h"
 
@@ -211,13 +211,8 @@ CliResult<Split> split_and_parse_flags(const std::vector<std::string>& args, Ove
     s.have_line = true;
   }
   std::vector<std::string> rev(flags.rbegin(), flags.rend());
-  try {
-    app.parse(rev);
-  } catch (const CLI::ParseError& e) {
-    std::ostringstream out;
-    std::ostringstream err;
-    const int status = app.exit(e, out, err);
-    return cli_exit(status, status == 0 ? out.str() : err.str());
+  if (auto parsed = parse_command_line(app, rev); !parsed) {
+    return parsed.error();
   }
   return s;
 }
