@@ -27,7 +27,7 @@ SEED=${SEED:-1}
 TOLERANCE=${TOLERANCE:-0.10}
 NAME=${NAME:-live-vs-sim}
 MODEL=meta-llama/Llama-3.1-8B-Instruct
-for b in cgn-bench cgn-engine-sim cgn-router; do
+for b in cgn-bench cgn-bench-load cgn-engine-sim cgn-router; do
   [[ -x $BIN/$b ]] || { echo "bench-live: $BIN/$b is missing (cmake --build build --target $b)" >&2; exit 1; }
 done
 # Nothing is overwritten (scripts/lib/results.sh): a given OUT must not hold this run's files.

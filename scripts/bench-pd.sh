@@ -25,7 +25,7 @@ ENGINE_TS=${ENGINE_TS:-1.0}
 SEED=${SEED:-1}
 NAME=${NAME:-pd-live}
 MODEL=meta-llama/Llama-3.1-8B-Instruct
-for b in cgn-bench cgn-engine-sim cgn-router; do
+for b in cgn-bench cgn-bench-load cgn-engine-sim cgn-router; do
   [[ -x $BIN/$b ]] || { echo "bench-pd: $BIN/$b is missing (cmake --build build --target $b)" >&2; exit 1; }
 done
 if ((PREFILL < 1 || PREFILL >= NODES)); then

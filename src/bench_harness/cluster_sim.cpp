@@ -61,59 +61,87 @@ LoadLevel load_level(const Workload& w, const ClusterConfig& c, double utilisati
   return l;
 }
 
-PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::PolicyKind policy,
-                        const ClusterConfig& c) {
-  PolicyResult res;
-  res.policy = std::string(routing::to_string(policy));
-  res.requests = w.requests.size();
-  res.per_node_requests.assign(c.nodes, 0);
+namespace {
 
-  ManualClock clock(0);
+routing::RoutingPolicy policy_of(const ClusterConfig& c, routing::PolicyKind policy) {
   routing::RoutingPolicy rp = c.routing;
   rp.kind = policy;
-  routing::RoutingCore core(clock, rp, routing::IndexConfig{}, c.seed);
+  return rp;
+}
 
-  SimFleet fleet(c, core, [](uint32_t) { return routing::NodeRole::kBoth; });
-  std::vector<std::unordered_map<sim::RequestHandle, Pending>> pending(c.nodes);
-  const std::vector<Nanos> arrival = scaled_arrivals(w, level);
+// One policy's run over the workload: the routing core and the fleet in virtual time, driven
+// event by event (engine events, metric scrapes, arrivals, earliest first).
+class PolicyRun {
+ public:
+  PolicyRun(const Workload& w, const LoadLevel& level, routing::PolicyKind policy, const ClusterConfig& c)
+      : w_(w),
+        c_(c),
+        core_(clock_, policy_of(c, policy), routing::IndexConfig{}, c.seed),
+        fleet_(c, core_, [](uint32_t) { return routing::NodeRole::kBoth; }),
+        pending_(c.nodes),
+        arrival_(scaled_arrivals(w, level)),
+        seed_(make_digest_seed(DigestSeedFields{kDigestFormatVersion, c.model_name, {}})),
+        tokens_per_digest_(core_.policy().weights.block_bytes / 4) {
+    res_.policy = std::string(routing::to_string(policy));
+    res_.requests = w.requests.size();
+    res_.per_node_requests.assign(c.nodes, 0);
+    samples_.ttft.reserve(w.requests.size());
+    res_.diagnosis.cold_per_node.assign(c.nodes, 0);
+  }
 
-  RunSamples samples;
-  samples.ttft.reserve(w.requests.size());
-  size_t cursor = 0;
-  size_t outstanding = 0;
-  std::string prompt;
-  std::vector<Digest> digests;
-  const Digest seed = make_digest_seed(DigestSeedFields{kDigestFormatVersion, c.model_name, {}});
-  std::vector<sim::Event> events;
-  routing::Decision decision;
-  std::vector<uint64_t> diag_held;
-  std::vector<sim::BlockHash> diag_hashes;
-  routing::OverlapScratch diag_overlap;
-  Diagnosis& dg = res.diagnosis;
-  dg.cold_per_node.assign(c.nodes, 0);
-  const uint64_t tokens_per_digest = core.policy().weights.block_bytes / 4;
+  PolicyResult run() {
+    for (;;) {
+      if (cursor_ == w_.requests.size() && outstanding_ == 0) {
+        break;
+      }
+      uint32_t ei = 0;
+      uint32_t si = 0;
+      const Nanos te = fleet_.next_engine_event(ei);
+      const Nanos ts = fleet_.next_scrape(si);
+      const Nanos ta = cursor_ < w_.requests.size() ? arrival_[cursor_] : sim::kNever;
+      if (te <= ts && te <= ta) {
+        clock_.set(te);
+        fleet_.engine(ei).advance_to(te);
+        handle_events(ei);
+      } else if (ts <= ta) {
+        clock_.set(ts);
+        fleet_.scrape(si, ts);
+      } else {
+        clock_.set(ta);
+        arrive(cursor_, ta);
+        ++cursor_;
+        // A refused request leaves the engine's queue untouched; accepted ones wake it.
+      }
+    }
+    summarise_run(samples_, fleet_.busy(), res_);
+    return std::move(res_);
+  }
+
+ private:
+  uint64_t believed(uint32_t j, size_t prompt_len) {
+    return std::min<uint64_t>(static_cast<uint64_t>(diag_overlap_.run(fleet_.node(j))) * tokens_per_digest_,
+                              prompt_len);
+  }
+
   // Attributes the chosen node's missing hit tokens (see Diagnosis) for a dispatch to engine i.
-  auto diagnose_dispatch = [&](uint32_t i, size_t prompt_len) {
+  void diagnose_dispatch(uint32_t i, size_t prompt_len) {
+    Diagnosis& dg = res_.diagnosis;
     uint64_t best = 0;
     uint32_t best_node = i;
-    for (uint32_t j = 0; j < c.nodes; ++j) {
-      if (diag_held[j] > best) {
-        best = diag_held[j];
+    for (uint32_t j = 0; j < c_.nodes; ++j) {
+      if (diag_held_[j] > best) {
+        best = diag_held_[j];
         best_node = j;
       }
     }
-    const uint64_t held = diag_held[i];
-    auto believed = [&](uint32_t j) {
-      return std::min<uint64_t>(static_cast<uint64_t>(diag_overlap.run(fleet.node(j))) * tokens_per_digest,
-                                prompt_len);
-    };
+    const uint64_t held = diag_held_[i];
     ++dg.requests;
     dg.prompt_tokens += prompt_len;
     dg.best_tokens += best;
     dg.chosen_tokens += held;
-    dg.believed_chosen_tokens += believed(i);
-    dg.overbelief_tokens += believed(i) > held ? believed(i) - held : 0;
-    if (best == *std::min_element(diag_held.begin(), diag_held.end())) {
+    dg.believed_chosen_tokens += believed(i, prompt_len);
+    dg.overbelief_tokens += believed(i, prompt_len) > held ? believed(i, prompt_len) - held : 0;
+    if (best == *std::min_element(diag_held_.begin(), diag_held_.end())) {
       ++dg.cold_requests;
       ++dg.cold_per_node[i];
     }
@@ -122,63 +150,75 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
     }
     const uint64_t lost = best - held;
     bool ranked = false;
-    for (const auto& cand : decision.ranked) {
-      ranked = ranked || cand.node == fleet.node(best_node);
+    for (const auto& cand : decision_.ranked) {
+      ranked = ranked || cand.node == fleet_.node(best_node);
     }
     if (!ranked) {
       dg.lost_guard += lost;
       ++dg.n_guard;
-    } else if (believed(i) >= held + tokens_per_digest) {
+    } else if (believed(i, prompt_len) >= held + tokens_per_digest_) {
       dg.lost_stale += lost;
       ++dg.n_stale;
-    } else if (believed(best_node) + tokens_per_digest <= best) {
+    } else if (believed(best_node, prompt_len) + tokens_per_digest_ <= best) {
       dg.lost_blind += lost;
       ++dg.n_blind;
     } else {
       dg.lost_score += lost;
       ++dg.n_score;
     }
-  };
+  }
 
-  auto arrive = [&](size_t k, Nanos now) {
-    const WorkRequest& wr = w.requests[k];
-    build_prompt(w, wr, prompt);
-    digests.clear();
-    compute_prefix_digests(seed, prompt, core.policy().weights.block_bytes, digests, 8192);
+  // Diagnosis: what every engine's pool really holds of the prompt, and what the index believes.
+  void measure_held(const std::vector<sim::TokenId>& tokens) {
+    diag_held_.assign(c_.nodes, 0);
+    const auto ntok = static_cast<uint64_t>(tokens.size());
+    const uint64_t cap_blocks = ntok == 0 ? 0 : (ntok - 1) / c_.node_model.block_size;
+    // The prompt's block hashes once, asked of every engine's pool (what
+    // Engine::cached_prefix_blocks does per engine, without hashing the prompt N times).
+    diag_hashes_.clear();
+    sim::extend_block_hashes(tokens, c_.node_model.block_size, diag_hashes_);
+    for (uint32_t j = 0; j < c_.nodes; ++j) {
+      diag_held_[j] =
+          std::min<uint64_t>(fleet_.engine(j).pool().count_cached_prefix(diag_hashes_), cap_blocks) *
+          c_.node_model.block_size;
+    }
+    core_.index().match(digests_, core_.policy().weights.credit, c_.nodes, diag_overlap_);
+  }
+
+  void arrive(size_t k, Nanos now) {
+    const WorkRequest& wr = w_.requests[k];
+    build_prompt(w_, wr, prompt_);
+    digests_.clear();
+    compute_prefix_digests(seed_, prompt_, core_.policy().weights.block_bytes, digests_, 8192);
     routing::RouteRequest rr;
-    rr.model = c.model_name;
-    rr.digests = digests;
-    rr.prompt_tokens = static_cast<uint64_t>(static_cast<double>(prompt.size()) / 4.0);  // as the gateway
+    rr.model = c_.model_name;
+    rr.digests = digests_;
+    rr.prompt_tokens = static_cast<uint64_t>(static_cast<double>(prompt_.size()) / 4.0);  // as the gateway
     rr.session_key = wr.session_key;
-    auto st = core.decide_into(rr, decision);
+    auto st = core_.decide_into(rr, decision_);
     if (!st.ok()) {
       if (st.error().code == routing::RouteError::kAllOverloaded) {
-        ++res.shed;
+        ++res_.shed;
       } else {
-        ++res.errors;
+        ++res_.errors;
       }
       return;
     }
-    res.guarded_out += decision.guarded_out > 0 ? 1 : 0;
-    std::vector<sim::TokenId> tokens = sim::encode(prompt);
-    if (c.diagnose) {
-      diag_held.assign(c.nodes, 0);
-      const auto ntok = static_cast<uint64_t>(tokens.size());
-      const uint64_t cap_blocks = ntok == 0 ? 0 : (ntok - 1) / c.node_model.block_size;
-      // The prompt's block hashes once, asked of every engine's pool (what
-      // Engine::cached_prefix_blocks does per engine, without hashing the prompt N times).
-      diag_hashes.clear();
-      sim::extend_block_hashes(tokens, c.node_model.block_size, diag_hashes);
-      for (uint32_t j = 0; j < c.nodes; ++j) {
-        diag_held[j] =
-            std::min<uint64_t>(fleet.engine(j).pool().count_cached_prefix(diag_hashes), cap_blocks) *
-            c.node_model.block_size;
-      }
-      core.index().match(digests, core.policy().weights.credit, c.nodes, diag_overlap);
+    res_.guarded_out += decision_.guarded_out > 0 ? 1 : 0;
+    std::vector<sim::TokenId> tokens = sim::encode(prompt_);
+    if (c_.diagnose) {
+      measure_held(tokens);
     }
-    for (const auto& cand : decision.ranked) {
-      const uint32_t i = fleet.engine_of(cand.node);
-      if (i == c.nodes) {
+    dispatch(k, now, rr, tokens);
+  }
+
+  // To the first ranked engine that accepts it (the gateway fails over on 429).
+  void dispatch(size_t k, Nanos now, const routing::RouteRequest& rr,
+                const std::vector<sim::TokenId>& tokens) {
+    const WorkRequest& wr = w_.requests[k];
+    for (const auto& cand : decision_.ranked) {
+      const uint32_t i = fleet_.engine_of(cand.node);
+      if (i == c_.nodes) {
         continue;
       }
       sim::Request req;
@@ -188,94 +228,99 @@ PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::Poli
       req.stream = true;
       req.ignore_eos = true;
       req.want_text = false;
-      auto h = fleet.engine(i).add_request(std::move(req), now);
+      auto h = fleet_.engine(i).add_request(std::move(req), now);
       if (!h.ok()) {
         if (h.error().code == sim::EngineError::kQueueFull) {
           continue;  // the gateway fails over on 429
         }
-        ++res.errors;
+        ++res_.errors;
         return;
       }
-      if (c.diagnose) {
+      if (c_.diagnose) {
         diagnose_dispatch(i, tokens.size());
       }
       Pending p;
       p.index = k;
-      p.ticket = core.record_dispatch(cand.node, rr);
-      pending[i].emplace(*h, p);
-      ++res.per_node_requests[i];
-      ++outstanding;
+      p.ticket = core_.record_dispatch(cand.node, rr);
+      pending_[i].emplace(*h, p);
+      ++res_.per_node_requests[i];
+      ++outstanding_;
       return;
     }
-    ++res.errors;  // every ranked node refused it
-  };
+    ++res_.errors;  // every ranked node refused it
+  }
 
-  auto handle_events = [&](uint32_t i) {
-    events.clear();
-    fleet.engine(i).take_events(events);
-    for (auto& ev : events) {
-      auto it = pending[i].find(ev.handle);
-      if (it == pending[i].end()) {
+  void handle_events(uint32_t i) {
+    events_.clear();
+    fleet_.engine(i).take_events(events_);
+    for (auto& ev : events_) {
+      auto it = pending_[i].find(ev.handle);
+      if (it == pending_[i].end()) {
         continue;
       }
       Pending& p = it->second;
       if (ev.kind == sim::EventKind::kToken && ev.token_index == 0) {
         p.first_token = ev.time;
-        core.record_first_token(p.ticket);
+        core_.record_first_token(p.ticket);
       } else if (ev.kind == sim::EventKind::kFinished) {
-        core.record_completion(p.ticket);
-        const sim::Completion& comp = *ev.completion;
-        if (comp.reason == sim::FinishReason::kError || comp.reason == sim::FinishReason::kAbort ||
-            p.first_token < 0) {
-          ++res.errors;
-        } else {
-          ++res.completed;
-          const Nanos arr = arrival[p.index];
-          const double t = seconds(p.first_token - arr);
-          samples.ttft.push_back(t);
-          samples.e2e.push_back(seconds(ev.time - arr));
-          const uint32_t n = comp.usage.completion_tokens;
-          const double per_tok = n > 1 ? seconds(ev.time - p.first_token) / (n - 1) : 0.0;
-          samples.itl.push_back(per_tok);
-          samples.good += (t <= c.slo_ttft_s && per_tok <= c.slo_itl_s) ? 1 : 0;
-          samples.output_tokens += n;
-          res.prompt_tokens += comp.usage.prompt_tokens;
-          res.cached_tokens += comp.usage.cached_tokens;
-          dg.reported_tokens += comp.usage.cached_tokens;
-        }
-        samples.last_done = std::max(samples.last_done, ev.time);
-        pending[i].erase(it);
-        --outstanding;
+        core_.record_completion(p.ticket);
+        finished(p, ev);
+        pending_[i].erase(it);
+        --outstanding_;
       }
-    }
-  };
-
-  for (;;) {
-    if (cursor == w.requests.size() && outstanding == 0) {
-      break;
-    }
-    uint32_t ei = 0;
-    uint32_t si = 0;
-    const Nanos te = fleet.next_engine_event(ei);
-    const Nanos ts = fleet.next_scrape(si);
-    const Nanos ta = cursor < w.requests.size() ? arrival[cursor] : sim::kNever;
-    if (te <= ts && te <= ta) {
-      clock.set(te);
-      fleet.engine(ei).advance_to(te);
-      handle_events(ei);
-    } else if (ts <= ta) {
-      clock.set(ts);
-      fleet.scrape(si, ts);
-    } else {
-      clock.set(ta);
-      arrive(cursor, ta);
-      ++cursor;
-      // A refused request leaves the engine's queue untouched; accepted ones wake it.
     }
   }
 
-  summarise_run(samples, fleet.busy(), res);
-  return res;
+  void finished(const Pending& p, const sim::Event& ev) {
+    const sim::Completion& comp = *ev.completion;
+    if (comp.reason == sim::FinishReason::kError || comp.reason == sim::FinishReason::kAbort ||
+        p.first_token < 0) {
+      ++res_.errors;
+    } else {
+      ++res_.completed;
+      const Nanos arr = arrival_[p.index];
+      const double t = seconds(p.first_token - arr);
+      samples_.ttft.push_back(t);
+      samples_.e2e.push_back(seconds(ev.time - arr));
+      const uint32_t n = comp.usage.completion_tokens;
+      const double per_tok = n > 1 ? seconds(ev.time - p.first_token) / (n - 1) : 0.0;
+      samples_.itl.push_back(per_tok);
+      samples_.good += (t <= c_.slo_ttft_s && per_tok <= c_.slo_itl_s) ? 1 : 0;
+      samples_.output_tokens += n;
+      res_.prompt_tokens += comp.usage.prompt_tokens;
+      res_.cached_tokens += comp.usage.cached_tokens;
+      res_.diagnosis.reported_tokens += comp.usage.cached_tokens;
+    }
+    samples_.last_done = std::max(samples_.last_done, ev.time);
+  }
+
+  const Workload& w_;
+  const ClusterConfig& c_;
+  PolicyResult res_;
+  ManualClock clock_{0};
+  routing::RoutingCore core_;
+  SimFleet fleet_;
+  std::vector<std::unordered_map<sim::RequestHandle, Pending>> pending_;
+  const std::vector<Nanos> arrival_;
+  RunSamples samples_;
+  size_t cursor_ = 0;
+  size_t outstanding_ = 0;
+  std::string prompt_;
+  std::vector<Digest> digests_;
+  const Digest seed_;
+  std::vector<sim::Event> events_;
+  routing::Decision decision_;
+  std::vector<uint64_t> diag_held_;
+  std::vector<sim::BlockHash> diag_hashes_;
+  routing::OverlapScratch diag_overlap_;
+  const uint64_t tokens_per_digest_;
+};
+
+}  // namespace
+
+PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::PolicyKind policy,
+                        const ClusterConfig& c) {
+  return PolicyRun(w, level, policy, c).run();
 }
 
 double ideal_hit_rate(const Workload& w, const ClusterConfig& c) {

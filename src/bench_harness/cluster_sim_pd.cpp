@@ -48,6 +48,311 @@ struct Flight {
 
 }  // namespace
 
+namespace {
+
+routing::RoutingPolicy kv_policy_of(const ClusterConfig& c) {
+  routing::RoutingPolicy rp = c.routing;
+  rp.kind = routing::PolicyKind::kKv;
+  return rp;
+}
+
+// One disaggregated run: the first out.prefill_nodes engines prefill, the rest decode; each
+// client request is a prefill leg then a decode leg (or the aggregated fallback), driven event by
+// event in virtual time like PolicyRun.
+class PdRun {
+ public:
+  PdRun(const Workload& w, const LoadLevel& level, const ClusterConfig& c, PdResult& out)
+      : w_(w),
+        c_(c),
+        out_(out),
+        res_(out.r),
+        core_(clock_, kv_policy_of(c), routing::IndexConfig{}, c.seed),
+        fleet_(c, core_,
+               [prefill = out.prefill_nodes](uint32_t i) {
+                 return i < prefill ? routing::NodeRole::kPrefill : routing::NodeRole::kDecode;
+               }),
+        pending_(c.nodes),
+        arrival_(scaled_arrivals(w, level)),
+        seed_(make_digest_seed(DigestSeedFields{kDigestFormatVersion, c.model_name, {}})) {
+    for (uint32_t i = 0; i < c.nodes; ++i) {
+      engine_of_id_["sim-node-" + std::to_string(i)] = i;
+    }
+  }
+
+  void run() {
+    for (;;) {
+      if (cursor_ == w_.requests.size() && flights_.empty()) {
+        break;
+      }
+      uint32_t ei = 0;
+      uint32_t si = 0;
+      const Nanos te = fleet_.next_engine_event(ei);
+      const Nanos ts = fleet_.next_scrape(si);
+      const Nanos ta = cursor_ < w_.requests.size() ? arrival_[cursor_] : sim::kNever;
+      if (te == sim::kNever && ta == sim::kNever) {
+        break;  // nothing left that can make progress (a request lost between legs is an error)
+      }
+      if (te <= ts && te <= ta) {
+        clock_.set(te);
+        fleet_.engine(ei).advance_to(te);
+        handle_events(ei);
+      } else if (ts <= ta) {
+        clock_.set(ts);
+        fleet_.scrape(si, ts);
+      } else {
+        clock_.set(ta);
+        arrive(cursor_, ta);
+        ++cursor_;
+      }
+    }
+    res_.errors += flights_.size();
+    summarise();
+  }
+
+ private:
+  routing::RouteRequest route_request(const Flight& f, routing::RoleWanted role) const {
+    routing::RouteRequest rr;
+    rr.model = c_.model_name;
+    rr.role = role;
+    rr.digests = f.digests;
+    rr.prompt_tokens = static_cast<uint64_t>(static_cast<double>(prompt_.size()) / 4.0);
+    rr.session_key = w_.requests[f.index].session_key;
+    return rr;
+  }
+
+  void finish_error(size_t k) {
+    ++res_.errors;
+    flights_.erase(k);
+  }
+
+  // The decode leg (or the aggregated fallback) of flight k at `now`; `params` from the prefill.
+  void send_decode(size_t k, std::optional<sim::KvTransferParams> params, Nanos now) {
+    Flight& f = flights_.at(k);
+    routing::RouteRequest rr = route_request(f, routing::RoleWanted::kDecode);
+    rr.prompt_tokens = f.tokens.size();
+    auto st = core_.decide_into(rr, decision_);
+    if (!st.ok()) {
+      if (st.error().code == routing::RouteError::kAllOverloaded) {
+        ++res_.shed;
+        flights_.erase(k);
+      } else {
+        finish_error(k);
+      }
+      return;
+    }
+    order_for_decode(decision_.ranked);
+    for (const auto& cand : decision_.ranked) {
+      const uint32_t i = fleet_.engine_of(cand.node);
+      sim::Request req;
+      req.external_id = std::to_string(k);
+      req.prompt = f.tokens;
+      req.max_tokens = w_.requests[k].output_tokens;
+      req.stream = true;
+      req.ignore_eos = true;
+      req.want_text = false;
+      req.kv_transfer = params;
+      auto h = fleet_.engine(i).add_request(std::move(req), now);
+      if (!h.ok()) {
+        if (h.error().code == sim::EngineError::kQueueFull) {
+          continue;
+        }
+        finish_error(k);
+        return;
+      }
+      f.decode = true;
+      f.ticket = core_.record_dispatch(cand.node, rr);
+      pending_[i].emplace(*h, k);
+      ++res_.per_node_requests[i];
+      return;
+    }
+    finish_error(k);
+  }
+
+  void arrive(size_t k, Nanos now) {
+    const WorkRequest& wr = w_.requests[k];
+    build_prompt(w_, wr, prompt_);
+    Flight& f = flights_[k];
+    f.index = k;
+    compute_prefix_digests(seed_, prompt_, core_.policy().weights.block_bytes, f.digests, 8192);
+    f.tokens = sim::encode(prompt_);
+    routing::RouteRequest rr = route_request(f, routing::RoleWanted::kPrefill);
+    auto st = core_.decide_into(rr, decision_);
+    if (!st.ok()) {
+      ++out_.fallbacks;  // fallback = "aggregated": the decode leg computes the prompt
+      send_decode(k, std::nullopt, now);
+      return;
+    }
+    res_.guarded_out += decision_.guarded_out > 0 ? 1 : 0;
+    for (const auto& cand : decision_.ranked) {
+      const uint32_t i = fleet_.engine_of(cand.node);
+      sim::Request req;  // the router's prefill body (router/disagg.cpp prefill_body)
+      req.external_id = std::to_string(k);
+      req.prompt = f.tokens;
+      req.max_tokens = 1;
+      req.stream = false;
+      req.ignore_eos = true;
+      req.want_text = false;
+      req.want_token_events = false;
+      req.kv_transfer = sim::KvTransferParams{};
+      req.kv_transfer->do_remote_decode = true;
+      auto h = fleet_.engine(i).add_request(std::move(req), now);
+      if (!h.ok()) {
+        if (h.error().code == sim::EngineError::kQueueFull) {
+          continue;
+        }
+        finish_error(k);
+        return;
+      }
+      f.ticket = core_.record_dispatch(cand.node, rr);
+      pending_[i].emplace(*h, k);
+      ++res_.per_node_requests[i];
+      return;
+    }
+    ++out_.fallbacks;  // every prefill node refused it
+    send_decode(k, std::nullopt, now);
+  }
+
+  // The decode engine i claims the blocks from the engine the pull's params name.
+  void pull(uint32_t i, const sim::Event& ev) {
+    auto pe = engine_of_id_.find(ev.pull->remote_engine_id);
+    const sim::ClaimStatus cs =
+        pe == engine_of_id_.end()
+            ? sim::ClaimStatus::kUnknown
+            : fleet_.engine(pe->second)
+                  .claim_blocks(ev.pull->remote_request_id, ev.pull->remote_block_ids, ev.time);
+    fleet_.engine(i).complete_kv_pull(ev.handle, cs, ev.time);
+  }
+
+  void handle_events(uint32_t i) {
+    for (;;) {
+      events_.clear();
+      fleet_.engine(i).take_events(events_);
+      if (events_.empty()) {
+        return;
+      }
+      for (auto& ev : events_) {
+        auto it = pending_[i].find(ev.handle);
+        if (it == pending_[i].end()) {
+          continue;
+        }
+        const size_t k = it->second;
+        Flight& f = flights_.at(k);
+        if (ev.kind == sim::EventKind::kKvPull) {
+          pull(i, ev);
+          continue;  // its events come in the next round
+        }
+        if (ev.kind == sim::EventKind::kToken) {
+          if (f.decode && ev.token_index == 0) {
+            f.first_token = ev.time;
+            core_.record_first_token(f.ticket);
+          }
+          continue;
+        }
+        // kFinished
+        pending_[i].erase(it);
+        if (!f.decode) {
+          prefill_finished(k, f, ev);
+        } else {
+          decode_finished(k, f, ev);
+        }
+      }
+    }
+  }
+
+  void prefill_finished(size_t k, Flight& f, const sim::Event& ev) {
+    const sim::Completion& comp = *ev.completion;
+    core_.record_first_token(f.ticket);
+    core_.record_completion(f.ticket);
+    if (comp.reason == sim::FinishReason::kError || comp.reason == sim::FinishReason::kAbort) {
+      finish_error(k);
+      return;
+    }
+    f.prefill_cached = comp.usage.cached_tokens;
+    f.handoff = ev.time;
+    if (!comp.kv_transfer_params) {
+      ++out_.recomputes;
+    }
+    send_decode(k, comp.kv_transfer_params, ev.time);
+  }
+
+  void decode_finished(size_t k, Flight& f, const sim::Event& ev) {
+    const sim::Completion& comp = *ev.completion;
+    core_.record_completion(f.ticket);
+    if (comp.reason == sim::FinishReason::kError || comp.reason == sim::FinishReason::kAbort ||
+        f.first_token < 0) {
+      finish_error(k);
+      return;
+    }
+    out_.pulls_ok += comp.transferred_tokens > 0 ? 1 : 0;
+    out_.pulls_failed += comp.kv_pull_failed ? 1 : 0;
+    out_.transferred_tokens += comp.transferred_tokens;
+    ++res_.completed;
+    const Nanos arr = arrival_[k];
+    const double t = seconds(f.first_token - arr);
+    samples_.ttft.push_back(t);
+    if (f.handoff >= 0) {
+      prefill_leg_.push_back(seconds(f.handoff - arr));
+      decode_ttft_.push_back(seconds(f.first_token - f.handoff));
+    }
+    samples_.e2e.push_back(seconds(ev.time - arr));
+    const uint32_t n = comp.usage.completion_tokens;
+    const double per_tok = n > 1 ? seconds(ev.time - f.first_token) / (n - 1) : 0.0;
+    samples_.itl.push_back(per_tok);
+    samples_.good += (t <= c_.slo_ttft_s && per_tok <= c_.slo_itl_s) ? 1 : 0;
+    samples_.output_tokens += n;
+    res_.prompt_tokens += comp.usage.prompt_tokens;
+    // The hit rate is the prefill pool's: prompt tokens the prefill node did not compute,
+    // counted when its blocks reached the decode node (a failed pull wasted them).
+    res_.cached_tokens += comp.transferred_tokens > 0 ? f.prefill_cached : 0;
+    samples_.last_done = std::max(samples_.last_done, ev.time);
+    flights_.erase(k);
+  }
+
+  void summarise() {
+    summarise_run(samples_, fleet_.busy(), res_);
+    std::sort(prefill_leg_.begin(), prefill_leg_.end());
+    std::sort(decode_ttft_.begin(), decode_ttft_.end());
+    out_.prefill_leg_p50_s = percentile(prefill_leg_, 50);
+    out_.prefill_leg_p90_s = percentile(prefill_leg_, 90);
+    out_.decode_ttft_p50_s = percentile(decode_ttft_, 50);
+    out_.decode_ttft_p90_s = percentile(decode_ttft_, 90);
+    Nanos busy_p = 0, busy_d = 0, busy_p_max = 0;
+    for (uint32_t i = 0; i < c_.nodes; ++i) {
+      const Nanos b = fleet_.busy()[i];
+      (i < out_.prefill_nodes ? busy_p : busy_d) += b;
+      busy_p_max = i < out_.prefill_nodes ? std::max(busy_p_max, b) : busy_p_max;
+    }
+    if (res_.makespan_s > 0) {
+      out_.prefill_utilisation = seconds(busy_p) / out_.prefill_nodes / res_.makespan_s;
+      out_.decode_utilisation = seconds(busy_d) / out_.decode_nodes / res_.makespan_s;
+      out_.prefill_max_utilisation = seconds(busy_p_max) / res_.makespan_s;
+    }
+  }
+
+  const Workload& w_;
+  const ClusterConfig& c_;
+  PdResult& out_;
+  PolicyResult& res_;
+  ManualClock clock_{0};
+  routing::RoutingCore core_;
+  SimFleet fleet_;
+  std::unordered_map<std::string, uint32_t> engine_of_id_;  // sim-node-<i> -> i
+  // Per engine: its requests in flight -> the client request (an index into flights).
+  std::vector<std::unordered_map<sim::RequestHandle, size_t>> pending_;
+  std::unordered_map<size_t, Flight> flights_;  // by workload index
+  const std::vector<Nanos> arrival_;
+  RunSamples samples_;
+  std::vector<double> prefill_leg_;
+  std::vector<double> decode_ttft_;
+  size_t cursor_ = 0;
+  std::string prompt_;
+  const Digest seed_;
+  routing::Decision decision_;
+  std::vector<sim::Event> events_;
+};
+
+}  // namespace
+
 PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_nodes, const ClusterConfig& c) {
   PdResult out;
   PolicyResult& res = out.r;
@@ -60,262 +365,7 @@ PdResult run_pd(const Workload& w, const LoadLevel& level, uint32_t prefill_node
     res.errors = res.requests;
     return out;
   }
-
-  ManualClock clock(0);
-  routing::RoutingPolicy rp = c.routing;
-  rp.kind = routing::PolicyKind::kKv;
-  routing::RoutingCore core(clock, rp, routing::IndexConfig{}, c.seed);
-
-  SimFleet fleet(c, core, [&out](uint32_t i) {
-    return i < out.prefill_nodes ? routing::NodeRole::kPrefill : routing::NodeRole::kDecode;
-  });
-  std::unordered_map<std::string, uint32_t> engine_of_id;  // sim-node-<i> -> i
-  for (uint32_t i = 0; i < c.nodes; ++i) {
-    engine_of_id["sim-node-" + std::to_string(i)] = i;
-  }
-  // Per engine: its requests in flight -> the client request (an index into flights).
-  std::vector<std::unordered_map<sim::RequestHandle, size_t>> pending(c.nodes);
-  std::unordered_map<size_t, Flight> flights;  // by workload index
-  const std::vector<Nanos> arrival = scaled_arrivals(w, level);
-
-  RunSamples samples;
-  std::vector<double> prefill_leg;
-  std::vector<double> decode_ttft;
-  size_t cursor = 0;
-  std::string prompt;
-  const Digest seed = make_digest_seed(DigestSeedFields{kDigestFormatVersion, c.model_name, {}});
-  routing::Decision decision;
-
-  auto route_request = [&](const Flight& f, routing::RoleWanted role) {
-    routing::RouteRequest rr;
-    rr.model = c.model_name;
-    rr.role = role;
-    rr.digests = f.digests;
-    rr.prompt_tokens = static_cast<uint64_t>(static_cast<double>(prompt.size()) / 4.0);
-    rr.session_key = w.requests[f.index].session_key;
-    return rr;
-  };
-  auto finish_error = [&](size_t k) {
-    ++res.errors;
-    flights.erase(k);
-  };
-
-  // The decode leg (or the aggregated fallback) of flight k at `now`; `params` from the prefill.
-  auto send_decode = [&](size_t k, std::optional<sim::KvTransferParams> params, Nanos now) {
-    Flight& f = flights.at(k);
-    routing::RouteRequest rr = route_request(f, routing::RoleWanted::kDecode);
-    rr.prompt_tokens = f.tokens.size();
-    auto st = core.decide_into(rr, decision);
-    if (!st.ok()) {
-      if (st.error().code == routing::RouteError::kAllOverloaded) {
-        ++res.shed;
-        flights.erase(k);
-      } else {
-        finish_error(k);
-      }
-      return;
-    }
-    order_for_decode(decision.ranked);
-    for (const auto& cand : decision.ranked) {
-      const uint32_t i = fleet.engine_of(cand.node);
-      sim::Request req;
-      req.external_id = std::to_string(k);
-      req.prompt = f.tokens;
-      req.max_tokens = w.requests[k].output_tokens;
-      req.stream = true;
-      req.ignore_eos = true;
-      req.want_text = false;
-      req.kv_transfer = params;
-      auto h = fleet.engine(i).add_request(std::move(req), now);
-      if (!h.ok()) {
-        if (h.error().code == sim::EngineError::kQueueFull) {
-          continue;
-        }
-        finish_error(k);
-        return;
-      }
-      f.decode = true;
-      f.ticket = core.record_dispatch(cand.node, rr);
-      pending[i].emplace(*h, k);
-      ++res.per_node_requests[i];
-      return;
-    }
-    finish_error(k);
-  };
-
-  auto arrive = [&](size_t k, Nanos now) {
-    const WorkRequest& wr = w.requests[k];
-    build_prompt(w, wr, prompt);
-    Flight& f = flights[k];
-    f.index = k;
-    compute_prefix_digests(seed, prompt, core.policy().weights.block_bytes, f.digests, 8192);
-    f.tokens = sim::encode(prompt);
-    routing::RouteRequest rr = route_request(f, routing::RoleWanted::kPrefill);
-    auto st = core.decide_into(rr, decision);
-    if (!st.ok()) {
-      ++out.fallbacks;  // fallback = "aggregated": the decode leg computes the prompt
-      send_decode(k, std::nullopt, now);
-      return;
-    }
-    res.guarded_out += decision.guarded_out > 0 ? 1 : 0;
-    for (const auto& cand : decision.ranked) {
-      const uint32_t i = fleet.engine_of(cand.node);
-      sim::Request req;  // the router's prefill body (router/disagg.cpp prefill_body)
-      req.external_id = std::to_string(k);
-      req.prompt = f.tokens;
-      req.max_tokens = 1;
-      req.stream = false;
-      req.ignore_eos = true;
-      req.want_text = false;
-      req.want_token_events = false;
-      req.kv_transfer = sim::KvTransferParams{};
-      req.kv_transfer->do_remote_decode = true;
-      auto h = fleet.engine(i).add_request(std::move(req), now);
-      if (!h.ok()) {
-        if (h.error().code == sim::EngineError::kQueueFull) {
-          continue;
-        }
-        finish_error(k);
-        return;
-      }
-      f.ticket = core.record_dispatch(cand.node, rr);
-      pending[i].emplace(*h, k);
-      ++res.per_node_requests[i];
-      return;
-    }
-    ++out.fallbacks;  // every prefill node refused it
-    send_decode(k, std::nullopt, now);
-  };
-
-  std::vector<sim::Event> events;
-  auto handle_events = [&](uint32_t i) {
-    for (;;) {
-      events.clear();
-      fleet.engine(i).take_events(events);
-      if (events.empty()) {
-        return;
-      }
-      for (auto& ev : events) {
-        auto it = pending[i].find(ev.handle);
-        if (it == pending[i].end()) {
-          continue;
-        }
-        const size_t k = it->second;
-        Flight& f = flights.at(k);
-        if (ev.kind == sim::EventKind::kKvPull) {
-          // The decode engine claims the blocks from the engine the params name.
-          auto pe = engine_of_id.find(ev.pull->remote_engine_id);
-          const sim::ClaimStatus cs =
-              pe == engine_of_id.end()
-                  ? sim::ClaimStatus::kUnknown
-                  : fleet.engine(pe->second)
-                        .claim_blocks(ev.pull->remote_request_id, ev.pull->remote_block_ids, ev.time);
-          fleet.engine(i).complete_kv_pull(ev.handle, cs, ev.time);
-          continue;  // its events come in the next round
-        }
-        if (ev.kind == sim::EventKind::kToken) {
-          if (f.decode && ev.token_index == 0) {
-            f.first_token = ev.time;
-            core.record_first_token(f.ticket);
-          }
-          continue;
-        }
-        // kFinished
-        const sim::Completion& comp = *ev.completion;
-        pending[i].erase(it);
-        if (!f.decode) {
-          core.record_first_token(f.ticket);
-          core.record_completion(f.ticket);
-          if (comp.reason == sim::FinishReason::kError || comp.reason == sim::FinishReason::kAbort) {
-            finish_error(k);
-            continue;
-          }
-          f.prefill_cached = comp.usage.cached_tokens;
-          f.handoff = ev.time;
-          if (!comp.kv_transfer_params) {
-            ++out.recomputes;
-          }
-          send_decode(k, comp.kv_transfer_params, ev.time);
-          continue;
-        }
-        core.record_completion(f.ticket);
-        if (comp.reason == sim::FinishReason::kError || comp.reason == sim::FinishReason::kAbort ||
-            f.first_token < 0) {
-          finish_error(k);
-          continue;
-        }
-        out.pulls_ok += comp.transferred_tokens > 0 ? 1 : 0;
-        out.pulls_failed += comp.kv_pull_failed ? 1 : 0;
-        out.transferred_tokens += comp.transferred_tokens;
-        ++res.completed;
-        const Nanos arr = arrival[k];
-        const double t = seconds(f.first_token - arr);
-        samples.ttft.push_back(t);
-        if (f.handoff >= 0) {
-          prefill_leg.push_back(seconds(f.handoff - arr));
-          decode_ttft.push_back(seconds(f.first_token - f.handoff));
-        }
-        samples.e2e.push_back(seconds(ev.time - arr));
-        const uint32_t n = comp.usage.completion_tokens;
-        const double per_tok = n > 1 ? seconds(ev.time - f.first_token) / (n - 1) : 0.0;
-        samples.itl.push_back(per_tok);
-        samples.good += (t <= c.slo_ttft_s && per_tok <= c.slo_itl_s) ? 1 : 0;
-        samples.output_tokens += n;
-        res.prompt_tokens += comp.usage.prompt_tokens;
-        // The hit rate is the prefill pool's: prompt tokens the prefill node did not compute,
-        // counted when its blocks reached the decode node (a failed pull wasted them).
-        res.cached_tokens += comp.transferred_tokens > 0 ? f.prefill_cached : 0;
-        samples.last_done = std::max(samples.last_done, ev.time);
-        flights.erase(k);
-      }
-    }
-  };
-
-  for (;;) {
-    if (cursor == w.requests.size() && flights.empty()) {
-      break;
-    }
-    uint32_t ei = 0;
-    uint32_t si = 0;
-    const Nanos te = fleet.next_engine_event(ei);
-    const Nanos ts = fleet.next_scrape(si);
-    const Nanos ta = cursor < w.requests.size() ? arrival[cursor] : sim::kNever;
-    if (te == sim::kNever && ta == sim::kNever) {
-      break;  // nothing left that can make progress (a request lost between legs is an error)
-    }
-    if (te <= ts && te <= ta) {
-      clock.set(te);
-      fleet.engine(ei).advance_to(te);
-      handle_events(ei);
-    } else if (ts <= ta) {
-      clock.set(ts);
-      fleet.scrape(si, ts);
-    } else {
-      clock.set(ta);
-      arrive(cursor, ta);
-      ++cursor;
-    }
-  }
-  res.errors += flights.size();
-
-  summarise_run(samples, fleet.busy(), res);
-  std::sort(prefill_leg.begin(), prefill_leg.end());
-  std::sort(decode_ttft.begin(), decode_ttft.end());
-  out.prefill_leg_p50_s = percentile(prefill_leg, 50);
-  out.prefill_leg_p90_s = percentile(prefill_leg, 90);
-  out.decode_ttft_p50_s = percentile(decode_ttft, 50);
-  out.decode_ttft_p90_s = percentile(decode_ttft, 90);
-  Nanos busy_p = 0, busy_d = 0, busy_p_max = 0;
-  for (uint32_t i = 0; i < c.nodes; ++i) {
-    const Nanos b = fleet.busy()[i];
-    (i < out.prefill_nodes ? busy_p : busy_d) += b;
-    busy_p_max = i < out.prefill_nodes ? std::max(busy_p_max, b) : busy_p_max;
-  }
-  if (res.makespan_s > 0) {
-    out.prefill_utilisation = seconds(busy_p) / out.prefill_nodes / res.makespan_s;
-    out.decode_utilisation = seconds(busy_d) / out.decode_nodes / res.makespan_s;
-    out.prefill_max_utilisation = seconds(busy_p_max) / res.makespan_s;
-  }
+  PdRun(w, level, c, out).run();
   return out;
 }
 

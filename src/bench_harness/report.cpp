@@ -109,74 +109,74 @@ const PolicyResult* find_policy(const WorkloadReport& r, std::string_view policy
   return nullptr;
 }
 
-std::string render_markdown(const WorkloadReport& r) {
-  std::string s;
-  s += fmt::format("### {} — {} nodes, {} requests (mean {:.0f} in / {:.0f} out tokens)\n\n", r.workload,
-                   r.nodes, r.requests, r.mean_input_tokens, r.mean_output_tokens);
+namespace {
+
+// One load level's table.
+void render_level(std::string& s, const WorkloadReport& r, size_t li) {
+  const LevelReport& lr = r.levels[li];
   s += fmt::format(
-      "Ideal-node bound (one node with the whole cluster's KV, LRU): prefix hit rate **{:.1f}%**; "
-      "TTFT floor (idle node holding the ideal prefix: pure prefill of what even the ideal node "
-      "misses) p50 **{:.3f} s**, p90 **{:.3f} s**.\n\n",
-      100 * r.ideal_hit_rate, r.floor_ttft_p50_s, r.floor_ttft_p90_s);
-  for (size_t li = 0; li < r.levels.size(); ++li) {
-    const LevelReport& lr = r.levels[li];
+      "#### Load {:.2f} (round_robin-equivalent utilisation){}: {:.3f} req/s (arrivals x{:.4f})\n\n",
+      lr.level.utilisation, li == r.headline_index ? ", headline" : "", lr.level.rate_rps,
+      lr.level.time_scale);
+  s += "| policy | TTFT p50 s | p90 s | p99 s | ITL p50 ms | ITL p90 ms | goodput req/s | out tok/s | "
+       "errors | "
+       "shed | hit rate | hit / ideal | imbalance | req imbalance | busy | guarded | p50 / floor |\n";
+  s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& p : lr.policies) {
+    const double n = static_cast<double>(std::max<uint64_t>(p.requests, 1));
     s += fmt::format(
-        "#### Load {:.2f} (round_robin-equivalent utilisation){}: {:.3f} req/s (arrivals x{:.4f})\n\n",
-        lr.level.utilisation, li == r.headline_index ? ", headline" : "", lr.level.rate_rps,
-        lr.level.time_scale);
-    s += "| policy | TTFT p50 s | p90 s | p99 s | ITL p50 ms | ITL p90 ms | goodput req/s | out tok/s | "
-         "errors | "
-         "shed | hit rate | hit / ideal | imbalance | req imbalance | busy | guarded | p50 / floor |\n";
-    s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        "| {} | {:.3f} | {:.3f} | {:.3f} | {:.1f} | {:.1f} | {:.3f} | {:.0f} | {:.2f}% | {:.2f}% | {:.1f}% "
+        "| {:.2f} | "
+        "{:.2f} | {:.2f} | {:.2f} | {} | {:.2f} |\n",
+        p.policy, p.ttft_p50_s, p.ttft_p90_s, p.ttft_p99_s, 1e3 * p.itl_p50_s, 1e3 * p.itl_p90_s,
+        p.goodput_rps, p.output_tok_s, 100.0 * static_cast<double>(p.errors) / n,
+        100.0 * static_cast<double>(p.shed) / n, 100 * p.hit_rate, ratio(p.hit_rate, r.ideal_hit_rate),
+        p.imbalance, request_imbalance(p), p.utilisation, p.guarded_out,
+        ratio(p.ttft_p50_s, r.floor_ttft_p50_s));
+  }
+  s += "\n";
+}
+
+// The hit attribution of a --diagnose run (nothing when the level has none).
+void render_diagnosis(std::string& s, const LevelReport& lr) {
+  bool diagnosed = false;
+  for (const auto& p : lr.policies) {
+    diagnosed = diagnosed || p.diagnosis.requests > 0;
+  }
+  if (diagnosed) {
+    s += "Where the hits went (% of prompt tokens; best = longest prefix any engine held at dispatch, "
+         "chosen = the chosen engine's; the gap split by cause, requests in brackets):\n\n";
+    s += "| policy | best | chosen | reported | lost: guard | stale | blind | score | over-belief | "
+         "new prefixes | new-prefix req imbalance |\n";
+    s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& p : lr.policies) {
-      const double n = static_cast<double>(std::max<uint64_t>(p.requests, 1));
+      const Diagnosis& d = p.diagnosis;
+      if (d.requests == 0) {
+        continue;
+      }
+      const double pt = static_cast<double>(std::max<uint64_t>(d.prompt_tokens, 1)) / 100.0;
+      auto pc = [&](uint64_t v) { return static_cast<double>(v) / pt; };
+      uint64_t cmax = 0;
+      for (uint64_t x : d.cold_per_node) {
+        cmax = std::max(cmax, x);
+      }
+      const double cimb = d.cold_requests == 0
+                              ? 0
+                              : static_cast<double>(cmax) * static_cast<double>(d.cold_per_node.size()) /
+                                    static_cast<double>(d.cold_requests);
       s += fmt::format(
-          "| {} | {:.3f} | {:.3f} | {:.3f} | {:.1f} | {:.1f} | {:.3f} | {:.0f} | {:.2f}% | {:.2f}% | {:.1f}% "
-          "| {:.2f} | "
-          "{:.2f} | {:.2f} | {:.2f} | {} | {:.2f} |\n",
-          p.policy, p.ttft_p50_s, p.ttft_p90_s, p.ttft_p99_s, 1e3 * p.itl_p50_s, 1e3 * p.itl_p90_s,
-          p.goodput_rps, p.output_tok_s, 100.0 * static_cast<double>(p.errors) / n,
-          100.0 * static_cast<double>(p.shed) / n, 100 * p.hit_rate, ratio(p.hit_rate, r.ideal_hit_rate),
-          p.imbalance, request_imbalance(p), p.utilisation, p.guarded_out,
-          ratio(p.ttft_p50_s, r.floor_ttft_p50_s));
+          "| {} | {:.1f}% | {:.1f}% | {:.1f}% | {:.1f}% ({}) | {:.1f}% ({}) | {:.1f}% ({}) | {:.1f}% ({}) "
+          "| "
+          "{:.1f}% | {} | {:.2f} |\n",
+          p.policy, pc(d.best_tokens), pc(d.chosen_tokens), pc(d.reported_tokens), pc(d.lost_guard),
+          d.n_guard, pc(d.lost_stale), d.n_stale, pc(d.lost_blind), d.n_blind, pc(d.lost_score), d.n_score,
+          pc(d.overbelief_tokens), d.cold_requests, cimb);
     }
     s += "\n";
-    bool diagnosed = false;
-    for (const auto& p : lr.policies) {
-      diagnosed = diagnosed || p.diagnosis.requests > 0;
-    }
-    if (diagnosed) {
-      s += "Where the hits went (% of prompt tokens; best = longest prefix any engine held at dispatch, "
-           "chosen = the chosen engine's; the gap split by cause, requests in brackets):\n\n";
-      s += "| policy | best | chosen | reported | lost: guard | stale | blind | score | over-belief | "
-           "new prefixes | new-prefix req imbalance |\n";
-      s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-      for (const auto& p : lr.policies) {
-        const Diagnosis& d = p.diagnosis;
-        if (d.requests == 0) {
-          continue;
-        }
-        const double pt = static_cast<double>(std::max<uint64_t>(d.prompt_tokens, 1)) / 100.0;
-        auto pc = [&](uint64_t v) { return static_cast<double>(v) / pt; };
-        uint64_t cmax = 0;
-        for (uint64_t x : d.cold_per_node) {
-          cmax = std::max(cmax, x);
-        }
-        const double cimb = d.cold_requests == 0
-                                ? 0
-                                : static_cast<double>(cmax) * static_cast<double>(d.cold_per_node.size()) /
-                                      static_cast<double>(d.cold_requests);
-        s += fmt::format(
-            "| {} | {:.1f}% | {:.1f}% | {:.1f}% | {:.1f}% ({}) | {:.1f}% ({}) | {:.1f}% ({}) | {:.1f}% ({}) "
-            "| "
-            "{:.1f}% | {} | {:.2f} |\n",
-            p.policy, pc(d.best_tokens), pc(d.chosen_tokens), pc(d.reported_tokens), pc(d.lost_guard),
-            d.n_guard, pc(d.lost_stale), d.n_stale, pc(d.lost_blind), d.n_blind, pc(d.lost_score), d.n_score,
-            pc(d.overbelief_tokens), d.cold_requests, cimb);
-      }
-      s += "\n";
-    }
   }
+}
+
+void render_throughput(std::string& s, const WorkloadReport& r) {
   s += "#### Throughput (highest swept rate with TTFT p90 <= 2 s)\n\n| policy | req/s |\n|---|---:|\n";
   if (!r.levels.empty()) {
     for (size_t pi = 0; pi < r.levels[0].policies.size(); ++pi) {
@@ -186,6 +186,10 @@ std::string render_markdown(const WorkloadReport& r) {
     }
   }
   s += "\n";
+}
+
+// kv against the routing targets, when kv, round_robin and random all ran.
+void render_targets(std::string& s, const WorkloadReport& r) {
   const PolicyResult* kv = find_policy(r, "kv");
   const PolicyResult* rr = find_policy(r, "round_robin");
   const PolicyResult* rnd = find_policy(r, "random");
@@ -228,6 +232,25 @@ std::string render_markdown(const WorkloadReport& r) {
                      yes_no(tput_rnd > 0 ? tput_kv >= 1.5 * tput_rnd : tput_kv > 0));
     s += "\n";
   }
+}
+
+}  // namespace
+
+std::string render_markdown(const WorkloadReport& r) {
+  std::string s;
+  s += fmt::format("### {} — {} nodes, {} requests (mean {:.0f} in / {:.0f} out tokens)\n\n", r.workload,
+                   r.nodes, r.requests, r.mean_input_tokens, r.mean_output_tokens);
+  s += fmt::format(
+      "Ideal-node bound (one node with the whole cluster's KV, LRU): prefix hit rate **{:.1f}%**; "
+      "TTFT floor (idle node holding the ideal prefix: pure prefill of what even the ideal node "
+      "misses) p50 **{:.3f} s**, p90 **{:.3f} s**.\n\n",
+      100 * r.ideal_hit_rate, r.floor_ttft_p50_s, r.floor_ttft_p90_s);
+  for (size_t li = 0; li < r.levels.size(); ++li) {
+    render_level(s, r, li);
+    render_diagnosis(s, r.levels[li]);
+  }
+  render_throughput(s, r);
+  render_targets(s, r);
   return s;
 }
 

@@ -36,6 +36,10 @@ Logger get(const std::string& module) {
   return logger;
 }
 
+bool is_level(std::string_view level) {
+  return spdlog::level::from_str(std::string(level)) != spdlog::level::off || level == "off";
+}
+
 bool set_level(std::string_view level) {
   auto lvl = spdlog::level::from_str(std::string(level));
   if (lvl == spdlog::level::off && level != "off") {

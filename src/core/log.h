@@ -30,6 +30,8 @@ Logger get(const std::string& module);
 // Sets the level for every logger, existing and future: trace, debug, info, warn, error, off.
 // Returns false (and changes nothing) for an unknown level name.
 bool set_level(std::string_view level);
+// Whether `level` names a level set_level accepts.
+bool is_level(std::string_view level);
 
 // The process-wide level name now in force ("info", ...).
 std::string current_level();

@@ -122,6 +122,16 @@ TEST(Log, StateChangeLoggerReportsEachChangeOnceAcrossThreads) {
   EXPECT_EQ(reported.load(), 1);
 }
 
+TEST(Log, IsLevelKnowsTheLevelsAndChangesNothing) {
+  const std::string before = current_level();
+  for (const char* level : {"trace", "debug", "info", "warn", "error", "off"}) {
+    EXPECT_TRUE(is_level(level)) << level;
+  }
+  EXPECT_FALSE(is_level("loud"));
+  EXPECT_FALSE(is_level(""));
+  EXPECT_EQ(current_level(), before);
+}
+
 TEST(Log, ConfigurePrefersTheFlagAndRejectsUnknownLevels) {
   ASSERT_TRUE(configure("warn", "", "").ok());
   EXPECT_EQ(current_level(), "warning");

@@ -80,32 +80,25 @@ void bm_parse_vllm_page(benchmark::State& state) {
 }
 BENCHMARK(bm_parse_vllm_page);
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  bool check = false;
-  bool gbench = false;
-  for (int i = 1; i < argc; ++i) {
-    check |= std::strcmp(argv[i], "--check") == 0;
-    gbench |= std::strcmp(argv[i], "--gbench") == 0;
-  }
-
-  // The request and its prompt bytes.
-  std::vector<uint8_t> prompt(kPromptBytes);
+// The request's prompt bytes and its digests, from one seeded generator (`st` continues it).
+struct Fixture {
   uint64_t st = 0xB1A4E;
-  for (auto& b : prompt) {
-    b = static_cast<uint8_t>(splitmix64(st));
-  }
-  std::vector<Digest> request(kRequestDigests);
-  for (auto& d : request) {
-    fill_digest(d, st);
-  }
+  std::vector<uint8_t> prompt = std::vector<uint8_t>(kPromptBytes);
+  std::vector<Digest> request = std::vector<Digest>(kRequestDigests);
+};
 
-  const size_t rss_before = rss_bytes();
-  RoutingPolicy policy;
-  IndexConfig index_config;
-  index_config.default_node_capacity = 1u << 20;  // the memory test fills far past real caps
-  RoutingCore core(SteadyClock::instance(), policy, index_config, /*seed=*/42);
+Fixture make_fixture() {
+  Fixture f;
+  for (auto& b : f.prompt) {
+    b = static_cast<uint8_t>(splitmix64(f.st));
+  }
+  for (auto& d : f.request) {
+    fill_digest(d, f.st);
+  }
+  return f;
+}
+
+std::vector<NodeIndex> add_nodes(RoutingCore& core) {
   std::vector<NodeIndex> nodes;
   for (int n = 0; n < kNodes; ++n) {
     NodeUpdate u;
@@ -116,77 +109,87 @@ int main(int argc, char** argv) {
     u.kv_used_ratio = 0.3;
     nodes.push_back(core.upsert_node("node-" + std::to_string(n), u, UpdateSource::kScrape));
   }
-  // 8 nodes hold the request's digests with staggered runs: 8, 16, ..., 64 blocks.
+  return nodes;
+}
+
+// 8 nodes hold the request's digests with staggered runs (8, 16, ..., 64 blocks); the rest of the
+// kEntries entries are unrelated prompts of 64 digests each, spread over all nodes.
+void fill_index(RoutingCore& core, const std::vector<NodeIndex>& nodes, Fixture& f) {
   size_t filled = 0;
   for (int k = 0; k < 8; ++k) {
     const size_t run = 8 * static_cast<size_t>(k + 1);
-    core.confirm_prefixes(nodes[static_cast<size_t>(k) * 8], std::span(request).first(run));
+    core.confirm_prefixes(nodes[static_cast<size_t>(k) * 8], std::span(f.request).first(run));
     filled += run;
   }
-  // The rest: unrelated prompts of 64 digests each, spread over all nodes.
   std::vector<Digest> batch(64);
   const Nanos t0 = SteadyClock::instance().now();
   size_t prompt_no = 0;
   while (filled < kEntries) {
     const size_t n = std::min(batch.size(), kEntries - filled);
     for (size_t i = 0; i < n; ++i) {
-      fill_digest(batch[i], st);
+      fill_digest(batch[i], f.st);
     }
     core.index().record_optimistic(nodes[prompt_no % kNodes], std::span(batch).first(n), t0);
     filled += n;
     ++prompt_no;
   }
-  const size_t rss_after = rss_bytes();
-  const size_t entries = core.index().entries();
-  const double bytes_per_entry =
-      static_cast<double>(rss_after - std::min(rss_after, rss_before)) / static_cast<double>(entries);
+}
 
-  // Interleaved timing: baseline BLAKE3 of the 16 KiB prompt, then one routing decision.
-  RouteRequest req;
-  req.model = "model";
-  req.digests = request;
-  req.prompt_tokens = kPromptBytes / 4;
-  Decision decision;
+struct Timings {
   std::vector<double> hash_ns;
   std::vector<double> decide_ns;
-  hash_ns.reserve(kIterations);
-  decide_ns.reserve(kIterations);
-  uint8_t out[BLAKE3_OUT_LEN];
+  Decision decision;
   uint64_t sink = 0;
+};
+
+// Interleaved timing: baseline BLAKE3 of the 16 KiB prompt, then one routing decision. False (and
+// the reason on stderr) when a decision fails.
+bool time_decisions(RoutingCore& core, const Fixture& f, Timings& t) {
+  RouteRequest req;
+  req.model = "model";
+  req.digests = f.request;
+  req.prompt_tokens = kPromptBytes / 4;
+  t.hash_ns.reserve(kIterations);
+  t.decide_ns.reserve(kIterations);
+  uint8_t out[BLAKE3_OUT_LEN];
   for (int i = -500; i < kIterations; ++i) {  // the first 500 warm caches and are dropped
     double a = now_ns();
     blake3_hasher h;
     blake3_hasher_init(&h);
-    blake3_hasher_update(&h, prompt.data(), prompt.size());
+    blake3_hasher_update(&h, f.prompt.data(), f.prompt.size());
     blake3_hasher_finalize(&h, out, BLAKE3_OUT_LEN);
     double b = now_ns();
-    sink += out[0];
-    auto s = core.decide_into(req, decision);
+    t.sink += out[0];
+    auto s = core.decide_into(req, t.decision);
     double c = now_ns();
     if (!s.ok()) {
       std::fprintf(stderr, "decision failed: %s\n", s.error().message.c_str());
-      return 2;
+      return false;
     }
-    sink += decision.ranked.front().node;
+    t.sink += t.decision.ranked.front().node;
     if (i >= 0) {
-      hash_ns.push_back(b - a);
-      decide_ns.push_back(c - b);
+      t.hash_ns.push_back(b - a);
+      t.decide_ns.push_back(c - b);
     }
   }
-  const Candidate best = decision.ranked.front();
+  return true;
+}
 
-  const double h50 = percentile(hash_ns, 0.50);
-  const double h99 = percentile(hash_ns, 0.99);
-  const double d50 = percentile(decide_ns, 0.50);
-  const double d99 = percentile(decide_ns, 0.99);
+// Prints the report; true when every target is met.
+bool report(RoutingCore& core, Timings& t, size_t entries, double bytes_per_entry) {
+  const Candidate best = t.decision.ranked.front();
+  const double h50 = percentile(t.hash_ns, 0.50);
+  const double h99 = percentile(t.hash_ns, 0.99);
+  const double d50 = percentile(t.decide_ns, 0.50);
+  const double d99 = percentile(t.decide_ns, 0.99);
   const bool ok_p50 = d50 <= 6.0 * h50;
   const bool ok_p99 = d99 <= 20.0 * h99;
   const bool ok_mem = bytes_per_entry <= 150.0;
 
-  std::printf("routing decision benchmark (sink %llu)\n", static_cast<unsigned long long>(sink & 1));
+  std::printf("routing decision benchmark (sink %llu)\n", static_cast<unsigned long long>(t.sink & 1));
   std::printf(
       "  index: %zu entries over %zu digests, %d nodes; best node %u overlap %u blocks, %zu candidates\n",
-      entries, core.index().digests(), kNodes, best.node, best.overlap_blocks, decision.ranked.size());
+      entries, core.index().digests(), kNodes, best.node, best.overlap_blocks, t.decision.ranked.size());
   std::printf("  blake3 16 KiB  p50 %8.0f ns  p99 %8.0f ns\n", h50, h99);
   std::printf("  decision       p50 %8.0f ns  p99 %8.0f ns\n", d50, d99);
   std::printf("  ratio          p50 %6.2fx (<= 6x: %s)  p99 %6.2fx (<= 20x: %s)\n", d50 / h50,
@@ -197,12 +200,42 @@ int main(int argc, char** argv) {
       "{\"blake3_p50_ns\":%.0f,\"blake3_p99_ns\":%.0f,\"decision_p50_ns\":%.0f,\"decision_p99_ns\":%.0f,"
       "\"p50_ratio\":%.3f,\"p99_ratio\":%.3f,\"bytes_per_entry\":%.1f,\"entries\":%zu}\n",
       h50, h99, d50, d99, d50 / h50, d99 / h99, bytes_per_entry, entries);
+  return ok_p50 && ok_p99 && ok_mem;
+}
 
-  if (gbench) {
-    int bargc = 1;
-    benchmark::Initialize(&bargc, argv);
-    benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
+void run_gbench(char** argv) {
+  int bargc = 1;
+  benchmark::Initialize(&bargc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool check = false;
+  bool gbench = false;
+  for (int i = 1; i < argc; ++i) {
+    check |= std::strcmp(argv[i], "--check") == 0;
+    gbench |= std::strcmp(argv[i], "--gbench") == 0;
   }
-  return check && !(ok_p50 && ok_p99 && ok_mem) ? 1 : 0;
+  Fixture f = make_fixture();
+  const size_t rss_before = rss_bytes();
+  IndexConfig index_config;
+  index_config.default_node_capacity = 1u << 20;  // the memory test fills far past real caps
+  RoutingCore core(SteadyClock::instance(), RoutingPolicy{}, index_config, /*seed=*/42);
+  fill_index(core, add_nodes(core), f);
+  const size_t rss_after = rss_bytes();
+  const size_t entries = core.index().entries();
+  const double bytes_per_entry =
+      static_cast<double>(rss_after - std::min(rss_after, rss_before)) / static_cast<double>(entries);
+  Timings t;
+  if (!time_decisions(core, f, t)) {
+    return 2;
+  }
+  const bool ok = report(core, t, entries, bytes_per_entry);
+  if (gbench) {
+    run_gbench(argv);
+  }
+  return check && !ok ? 1 : 0;
 }

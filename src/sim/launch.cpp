@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 
 namespace cgn::sim {
@@ -161,17 +162,24 @@ struct Parser {
     return Ok{};
   }
 
-  // Handles one flag with its value (value is empty for switches).
-  Result<Ok, LaunchError> flag(std::string_view f, std::string_view v) {
-    const Flavour fl = o.flavour;
-    auto u32 = [&](uint32_t& out, uint32_t lo, uint32_t hi) -> Result<Ok, LaunchError> {
-      if (!parse_int<uint32_t>(v, out, lo, hi)) {
-        return bad_value(f, v, "an integer in range");
-      }
-      return Ok{};
-    };
-    NodeModel& m = o.engine.model;
-    // Common to every flavour.
+  Result<Ok, LaunchError> u32(std::string_view f, std::string_view v, uint32_t& out, uint32_t lo,
+                              uint32_t hi) {
+    if (!parse_int<uint32_t>(v, out, lo, hi)) {
+      return bad_value(f, v, "an integer in range");
+    }
+    return Ok{};
+  }
+
+  Result<Ok, LaunchError> tensor_parallel(std::string_view f, std::string_view v) {
+    uint32_t tp = 1;
+    auto r = u32(f, v, tp, 1, 1024);
+    o.engine.tp_size = static_cast<int>(tp);
+    return r;
+  }
+
+  // The flags every flavour takes (--port, --host) and the simulator's --sim-* flags; nullopt
+  // when `f` is none of them.
+  std::optional<Result<Ok, LaunchError>> common_flag(std::string_view f, std::string_view v) {
     if (f == "--port") {
       if (!parse_int<uint16_t>(v, o.port, 0, 65535)) {
         return bad_value(f, v, "a port in 0..65535");
@@ -183,7 +191,6 @@ struct Parser {
       o.host = std::string(v);
       return Ok{};
     }
-    // Simulator flags.
     if (f == "--sim-time-scale") {
       if (!parse_double(v, o.engine.time_scale, 1e-6, 1e6)) {
         return bad_value(f, v, "a positive factor");
@@ -211,6 +218,10 @@ struct Parser {
       }
       return Ok{};
     }
+    return sim_fault_or_event_flag(f, v);
+  }
+
+  std::optional<Result<Ok, LaunchError>> sim_fault_or_event_flag(std::string_view f, std::string_view v) {
     if (f == "--sim-fault") {
       auto plan = parse_fault_spec(v, /*from_header=*/false);
       if (!plan) {
@@ -227,7 +238,7 @@ struct Parser {
       return Ok{};
     }
     if (f == "--sim-max-waiting") {
-      return u32(o.engine.max_waiting, 1, 10'000'000);
+      return u32(f, v, o.engine.max_waiting, 1, 10'000'000);
     }
     if (f == "--sim-kv-events-encoding") {
       if (v != "array" && v != "map") {
@@ -236,110 +247,280 @@ struct Parser {
       kv_encoding = v == "map" ? KvEventEncoding::kMap : KvEventEncoding::kArray;
       return Ok{};
     }
-    if (f == "--kv-events-config" && (fl == Flavour::kVllm || fl == Flavour::kSglang)) {
+    if (f == "--kv-events-config" && (o.flavour == Flavour::kVllm || o.flavour == Flavour::kSglang)) {
       return kv_events(v);
     }
     if (f == "--sim-engine-index") {
       o.engine_index = std::string(v.substr(0, 16));
       return Ok{};
     }
-    switch (fl) {
-      case Flavour::kVllm:
-        if (f == "--model") {
-          o.model = std::string(v);
-        } else if (f == "--served-model-name") {
-          o.served_model_name = std::string(v);
-        } else if (f == "--kv-transfer-config") {
-          return kv_config(f, v);
-        } else if (f == "--block-size") {
-          return u32(m.block_size, 1, 1024);
-        } else if (f == "--max-num-seqs") {
-          return u32(m.max_num_seqs, 1, 65536);
-        } else if (f == "--max-num-batched-tokens") {
-          return u32(m.max_num_batched_tokens, 1, 1 << 24);
-        } else if (f == "--max-model-len") {
-          return u32(m.max_model_len, 16, 1 << 24);
-        } else if (f == "--num-gpu-blocks-override") {
-          return u32(m.num_gpu_blocks, 1, 1 << 24);
-        } else if (f == "--tensor-parallel-size" || f == "-tp") {
-          uint32_t tp = 1;
-          auto r = u32(tp, 1, 1024);
-          o.engine.tp_size = static_cast<int>(tp);
-          return r;
-        } else if (f == "--enable-prefix-caching") {
-          o.engine.enable_prefix_caching = true;
-        } else if (f == "--no-enable-prefix-caching") {
-          o.engine.enable_prefix_caching = false;
-        } else {
-          o.ignored_flags.emplace_back(f);
-        }
-        return Ok{};
-      case Flavour::kLlamacpp:
-        if (f == "-m" || f == "--model") {
-          o.model = std::string(v);
-        } else if (f == "-a" || f == "--alias") {
-          o.served_model_name = std::string(v);
-        } else if (f == "-np" || f == "--parallel") {
-          return u32(m.max_num_seqs, 1, 65536);
-        } else if (f == "--metrics") {
-          o.metrics_enabled = true;
-        } else if (f == "-c" || f == "--ctx-size") {
-          return u32(m.max_model_len, 16, 1 << 24);
-        } else if (f == "-b" || f == "--batch-size") {
-          return u32(m.max_num_batched_tokens, 1, 1 << 24);
-        } else {
-          o.ignored_flags.emplace_back(f);
-        }
-        return Ok{};
-      case Flavour::kSglang:
-        if (f == "--model-path" || f == "--model") {
-          o.model = std::string(v);
-        } else if (f == "--served-model-name") {
-          o.served_model_name = std::string(v);
-        } else if (f == "--enable-metrics") {
-          o.metrics_enabled = true;
-        } else if (f == "--max-running-requests") {
-          return u32(m.max_num_seqs, 1, 65536);
-        } else if (f == "--chunked-prefill-size") {
-          return u32(m.max_num_batched_tokens, 1, 1 << 24);
-        } else if (f == "--context-length") {
-          return u32(m.max_model_len, 16, 1 << 24);
-        } else if (f == "--page-size") {
-          return u32(m.block_size, 1, 1024);
-        } else if (f == "--tp" || f == "--tp-size") {
-          uint32_t tp = 1;
-          auto r = u32(tp, 1, 1024);
-          o.engine.tp_size = static_cast<int>(tp);
-          return r;
-        } else {
-          o.ignored_flags.emplace_back(f);
-        }
-        return Ok{};
-      case Flavour::kTrtllm:
-        if (f == "--max_batch_size") {
-          return u32(m.max_num_seqs, 1, 65536);
-        } else if (f == "--max_num_tokens") {
-          return u32(m.max_num_batched_tokens, 1, 1 << 24);
-        } else if (f == "--max_seq_len") {
-          return u32(m.max_model_len, 16, 1 << 24);
-        } else if (f == "--tp_size") {
-          uint32_t tp = 1;
-          auto r = u32(tp, 1, 1024);
-          o.engine.tp_size = static_cast<int>(tp);
-          return r;
-        } else {
-          o.ignored_flags.emplace_back(f);
-        }
-        return Ok{};
-      case Flavour::kMlx:
-        if (f == "--model") {
-          o.model = std::string(v);
-        } else {
-          o.ignored_flags.emplace_back(f);
-        }
-        return Ok{};
+    return std::nullopt;
+  }
+
+  Result<Ok, LaunchError> vllm_flag(std::string_view f, std::string_view v) {
+    NodeModel& m = o.engine.model;
+    if (f == "--model") {
+      o.model = std::string(v);
+    } else if (f == "--served-model-name") {
+      o.served_model_name = std::string(v);
+    } else if (f == "--kv-transfer-config") {
+      return kv_config(f, v);
+    } else if (f == "--block-size") {
+      return u32(f, v, m.block_size, 1, 1024);
+    } else if (f == "--max-num-seqs") {
+      return u32(f, v, m.max_num_seqs, 1, 65536);
+    } else if (f == "--max-num-batched-tokens") {
+      return u32(f, v, m.max_num_batched_tokens, 1, 1 << 24);
+    } else if (f == "--max-model-len") {
+      return u32(f, v, m.max_model_len, 16, 1 << 24);
+    } else if (f == "--num-gpu-blocks-override") {
+      return u32(f, v, m.num_gpu_blocks, 1, 1 << 24);
+    } else if (f == "--tensor-parallel-size" || f == "-tp") {
+      return tensor_parallel(f, v);
+    } else if (f == "--enable-prefix-caching") {
+      o.engine.enable_prefix_caching = true;
+    } else if (f == "--no-enable-prefix-caching") {
+      o.engine.enable_prefix_caching = false;
+    } else {
+      o.ignored_flags.emplace_back(f);
     }
     return Ok{};
+  }
+
+  Result<Ok, LaunchError> llamacpp_flag(std::string_view f, std::string_view v) {
+    NodeModel& m = o.engine.model;
+    if (f == "-m" || f == "--model") {
+      o.model = std::string(v);
+    } else if (f == "-a" || f == "--alias") {
+      o.served_model_name = std::string(v);
+    } else if (f == "-np" || f == "--parallel") {
+      return u32(f, v, m.max_num_seqs, 1, 65536);
+    } else if (f == "--metrics") {
+      o.metrics_enabled = true;
+    } else if (f == "-c" || f == "--ctx-size") {
+      return u32(f, v, m.max_model_len, 16, 1 << 24);
+    } else if (f == "-b" || f == "--batch-size") {
+      return u32(f, v, m.max_num_batched_tokens, 1, 1 << 24);
+    } else {
+      o.ignored_flags.emplace_back(f);
+    }
+    return Ok{};
+  }
+
+  Result<Ok, LaunchError> sglang_flag(std::string_view f, std::string_view v) {
+    NodeModel& m = o.engine.model;
+    if (f == "--model-path" || f == "--model") {
+      o.model = std::string(v);
+    } else if (f == "--served-model-name") {
+      o.served_model_name = std::string(v);
+    } else if (f == "--enable-metrics") {
+      o.metrics_enabled = true;
+    } else if (f == "--max-running-requests") {
+      return u32(f, v, m.max_num_seqs, 1, 65536);
+    } else if (f == "--chunked-prefill-size") {
+      return u32(f, v, m.max_num_batched_tokens, 1, 1 << 24);
+    } else if (f == "--context-length") {
+      return u32(f, v, m.max_model_len, 16, 1 << 24);
+    } else if (f == "--page-size") {
+      return u32(f, v, m.block_size, 1, 1024);
+    } else if (f == "--tp" || f == "--tp-size") {
+      return tensor_parallel(f, v);
+    } else {
+      o.ignored_flags.emplace_back(f);
+    }
+    return Ok{};
+  }
+
+  Result<Ok, LaunchError> trtllm_flag(std::string_view f, std::string_view v) {
+    NodeModel& m = o.engine.model;
+    if (f == "--max_batch_size") {
+      return u32(f, v, m.max_num_seqs, 1, 65536);
+    } else if (f == "--max_num_tokens") {
+      return u32(f, v, m.max_num_batched_tokens, 1, 1 << 24);
+    } else if (f == "--max_seq_len") {
+      return u32(f, v, m.max_model_len, 16, 1 << 24);
+    } else if (f == "--tp_size") {
+      return tensor_parallel(f, v);
+    } else {
+      o.ignored_flags.emplace_back(f);
+    }
+    return Ok{};
+  }
+
+  Result<Ok, LaunchError> mlx_flag(std::string_view f, std::string_view v) {
+    if (f == "--model") {
+      o.model = std::string(v);
+    } else {
+      o.ignored_flags.emplace_back(f);
+    }
+    return Ok{};
+  }
+
+  // Handles one flag with its value (value is empty for switches).
+  Result<Ok, LaunchError> flag(std::string_view f, std::string_view v) {
+    if (auto r = common_flag(f, v)) {
+      return std::move(*r);
+    }
+    switch (o.flavour) {
+      case Flavour::kVllm:
+        return vllm_flag(f, v);
+      case Flavour::kLlamacpp:
+        return llamacpp_flag(f, v);
+      case Flavour::kSglang:
+        return sglang_flag(f, v);
+      case Flavour::kTrtllm:
+        return trtllm_flag(f, v);
+      case Flavour::kMlx:
+        return mlx_flag(f, v);
+    }
+    return Ok{};
+  }
+
+  // Leading NAME=VALUE environment assignments; returns the index of the first other word.
+  Result<size_t, LaunchError> env_prefix(std::span<const std::string> argv) {
+    size_t i = 0;
+    for (; i < argv.size(); ++i) {
+      const std::string_view w = argv[i];
+      const size_t eq = w.find('=');
+      if (eq == std::string_view::npos || eq == 0 || w[0] == '-' ||
+          w.substr(0, eq).find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
+              std::string_view::npos) {
+        break;
+      }
+      auto r = apply_env(w.substr(0, eq), w.substr(eq + 1));
+      if (!r) {
+        return r.error();
+      }
+    }
+    return i;
+  }
+
+  // The program at argv[i] (and its module or `serve` word): sets the flavour, returns the index
+  // past it; `positional_model` says whether a bare word names the model.
+  Result<size_t, LaunchError> program(std::span<const std::string> argv, size_t i, bool& positional_model) {
+    if (i >= argv.size()) {
+      return make_error(LaunchError::kUnknownProgram, "launch line names no program");
+    }
+    const std::string_view prog = basename(argv[i]);
+    positional_model = false;
+    if (prog == "vllm") {
+      if (i + 1 >= argv.size() || argv[i + 1] != "serve") {
+        return make_error(LaunchError::kUnknownProgram, "expected 'vllm serve MODEL'");
+      }
+      o.flavour = Flavour::kVllm;
+      positional_model = true;
+      return i + 2;
+    }
+    if (prog == "llama-server") {
+      o.flavour = Flavour::kLlamacpp;
+      o.metrics_enabled = false;
+      return i + 1;
+    }
+    if (prog == "trtllm-serve") {
+      o.flavour = Flavour::kTrtllm;
+      positional_model = true;
+      return i + 1;
+    }
+    if (prog == "mlx_lm.server") {
+      o.flavour = Flavour::kMlx;
+      o.metrics_enabled = false;
+      return i + 1;
+    }
+    if (prog.rfind("python", 0) == 0) {
+      return python_module(argv, i);
+    }
+    return make_error(LaunchError::kUnknownProgram,
+                      "unknown program '" + std::string(prog.substr(0, 64)) + "'");
+  }
+
+  Result<size_t, LaunchError> python_module(std::span<const std::string> argv, size_t i) {
+    const std::string_view mod =
+        i + 2 < argv.size() && argv[i + 1] == "-m" ? std::string_view(argv[i + 2]) : std::string_view();
+    if (mod == "sglang.launch_server") {
+      o.flavour = Flavour::kSglang;
+      o.metrics_enabled = false;
+    } else if (mod == "vllm.entrypoints.openai.api_server") {
+      o.flavour = Flavour::kVllm;
+    } else if (mod == "mlx_lm.server") {
+      o.flavour = Flavour::kMlx;
+      o.metrics_enabled = false;
+    } else {
+      return make_error(LaunchError::kUnknownProgram,
+                        "unknown python module '" + std::string(mod.substr(0, 64)) + "'");
+    }
+    return i + 3;
+  }
+
+  // Flags from argv[i] on: --flag value, --flag=value, switches.
+  Result<Ok, LaunchError> flags(std::span<const std::string> argv, size_t i, bool positional_model) {
+    for (; i < argv.size(); ++i) {
+      std::string_view w = argv[i];
+      if (w.size() < 2 || w[0] != '-') {
+        if (o.model.empty() && positional_model) {
+          o.model = std::string(w);
+          continue;
+        }
+        o.ignored_flags.emplace_back(w);
+        continue;
+      }
+      std::string_view value;
+      const size_t eq = w.find('=');
+      if (eq != std::string_view::npos) {
+        value = w.substr(eq + 1);
+        w = w.substr(0, eq);
+      } else if (!is_switch(w) && w.rfind("--no-", 0) != 0) {
+        auto v = separate_value(argv, i, w);
+        if (!v) {
+          return v.error();
+        }
+        value = *v;
+      }
+      auto r = flag(w, value);
+      if (!r) {
+        return r.error();
+      }
+    }
+    return Ok{};
+  }
+
+  // The value of flag `w` given as the next word (advancing i), empty when there is none.
+  static Result<std::string_view, LaunchError> separate_value(std::span<const std::string> argv, size_t& i,
+                                                              std::string_view w) {
+    if (w == "--sim-deprecated-metrics") {
+      return std::string_view();
+    }
+    if (i + 1 < argv.size() &&
+        (argv[i + 1].empty() || argv[i + 1][0] != '-' ||
+         (argv[i + 1].size() > 1 && std::isdigit(static_cast<unsigned char>(argv[i + 1][1]))))) {
+      return std::string_view(argv[++i]);
+    }
+    if (w.rfind("--sim-", 0) == 0 || w == "--port" || w == "--model" || w == "-m" || w == "--model-path" ||
+        w == "--kv-transfer-config" || w == "--kv-events-config") {
+      return make_error(LaunchError::kMissingValue, "flag " + std::string(w) + " needs a value");
+    }
+    return std::string_view();
+  }
+
+  // Defaults that depend on what the line said (served name, port, engine id).
+  Result<SimOptions, LaunchError> finish() {
+    if (o.model.empty()) {
+      return make_error(LaunchError::kMissingModel, "the launch line names no model");
+    }
+    if (o.served_model_name.empty()) {
+      o.served_model_name = o.model;
+    }
+    if (o.kv_events) {
+      o.kv_events->encoding = kv_encoding;
+    }
+    if (o.port == 0 && !port_given) {
+      o.port = flavour_traits(o.flavour).default_port;
+    }
+    if (o.kv_transfer && !o.kv_transfer->engine_id.empty()) {
+      o.engine.engine_id = o.kv_transfer->engine_id;
+    } else {
+      o.engine.engine_id = "sim-" + std::string(flavour_name(o.flavour)) + "-" + std::to_string(o.port);
+    }
+    return std::move(o);
   }
 };
 
@@ -355,125 +536,24 @@ Result<SimOptions, LaunchError> parse_launch_line(std::span<const std::string> a
     }
   }
   Parser p;
-  size_t i = 0;
-  // Leading environment assignments.
-  for (; i < argv.size(); ++i) {
-    const std::string_view w = argv[i];
-    const size_t eq = w.find('=');
-    if (eq == std::string_view::npos || eq == 0 || w[0] == '-' ||
-        w.substr(0, eq).find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
-            std::string_view::npos) {
-      break;
-    }
-    auto r = p.apply_env(w.substr(0, eq), w.substr(eq + 1));
-    if (!r) {
-      return r.error();
-    }
+  auto env_end = p.env_prefix(argv);
+  if (!env_end) {
+    return env_end.error();
   }
-  if (i >= argv.size()) {
-    return make_error(LaunchError::kUnknownProgram, "launch line names no program");
-  }
-  // The program.
-  const std::string_view prog = basename(argv[i]);
   bool positional_model = false;
-  auto module_of = [&](size_t at) -> std::string_view {
-    return at + 2 < argv.size() + 0 && argv[at + 1] == "-m" ? std::string_view(argv[at + 2])
-                                                            : std::string_view();
-  };
-  if (prog == "vllm") {
-    if (i + 1 >= argv.size() || argv[i + 1] != "serve") {
-      return make_error(LaunchError::kUnknownProgram, "expected 'vllm serve MODEL'");
-    }
-    p.o.flavour = Flavour::kVllm;
-    positional_model = true;
-    i += 2;
-  } else if (prog == "llama-server") {
-    p.o.flavour = Flavour::kLlamacpp;
-    p.o.metrics_enabled = false;
-    i += 1;
-  } else if (prog == "trtllm-serve") {
-    p.o.flavour = Flavour::kTrtllm;
-    positional_model = true;
-    i += 1;
-  } else if (prog == "mlx_lm.server") {
-    p.o.flavour = Flavour::kMlx;
-    p.o.metrics_enabled = false;
-    i += 1;
-  } else if (prog.rfind("python", 0) == 0) {
-    const std::string_view mod = module_of(i);
-    if (mod == "sglang.launch_server") {
-      p.o.flavour = Flavour::kSglang;
-      p.o.metrics_enabled = false;
-    } else if (mod == "vllm.entrypoints.openai.api_server") {
-      p.o.flavour = Flavour::kVllm;
-    } else if (mod == "mlx_lm.server") {
-      p.o.flavour = Flavour::kMlx;
-      p.o.metrics_enabled = false;
-    } else {
-      return make_error(LaunchError::kUnknownProgram,
-                        "unknown python module '" + std::string(mod.substr(0, 64)) + "'");
-    }
-    i += 3;
-  } else {
-    return make_error(LaunchError::kUnknownProgram,
-                      "unknown program '" + std::string(prog.substr(0, 64)) + "'");
+  auto flags_at = p.program(argv, *env_end, positional_model);
+  if (!flags_at) {
+    return flags_at.error();
   }
+  size_t i = *flags_at;
   if (positional_model && i < argv.size() && !argv[i].empty() && argv[i][0] != '-') {
     p.o.model = argv[i];
     ++i;
   }
-  // Flags: --flag value, --flag=value, switches.
-  for (; i < argv.size(); ++i) {
-    std::string_view w = argv[i];
-    if (w.size() < 2 || w[0] != '-') {
-      if (p.o.model.empty() && positional_model) {
-        p.o.model = std::string(w);
-        continue;
-      }
-      p.o.ignored_flags.emplace_back(w);
-      continue;
-    }
-    std::string_view value;
-    const size_t eq = w.find('=');
-    if (eq != std::string_view::npos) {
-      value = w.substr(eq + 1);
-      w = w.substr(0, eq);
-    } else if (!is_switch(w) && w.rfind("--no-", 0) != 0) {
-      const bool known_switch_like = w == "--sim-deprecated-metrics";
-      if (!known_switch_like) {
-        if (i + 1 < argv.size() &&
-            (argv[i + 1].empty() || argv[i + 1][0] != '-' ||
-             (argv[i + 1].size() > 1 && std::isdigit(static_cast<unsigned char>(argv[i + 1][1]))))) {
-          value = argv[++i];
-        } else if (w.rfind("--sim-", 0) == 0 || w == "--port" || w == "--model" || w == "-m" ||
-                   w == "--model-path" || w == "--kv-transfer-config" || w == "--kv-events-config") {
-          return make_error(LaunchError::kMissingValue, "flag " + std::string(w) + " needs a value");
-        }
-      }
-    }
-    auto r = p.flag(w, value);
-    if (!r) {
-      return r.error();
-    }
+  if (auto r = p.flags(argv, i, positional_model); !r) {
+    return r.error();
   }
-  if (p.o.model.empty()) {
-    return make_error(LaunchError::kMissingModel, "the launch line names no model");
-  }
-  if (p.o.served_model_name.empty()) {
-    p.o.served_model_name = p.o.model;
-  }
-  if (p.o.kv_events) {
-    p.o.kv_events->encoding = p.kv_encoding;
-  }
-  if (p.o.port == 0 && !p.port_given) {
-    p.o.port = flavour_traits(p.o.flavour).default_port;
-  }
-  if (p.o.kv_transfer && !p.o.kv_transfer->engine_id.empty()) {
-    p.o.engine.engine_id = p.o.kv_transfer->engine_id;
-  } else {
-    p.o.engine.engine_id = "sim-" + std::string(flavour_name(p.o.flavour)) + "-" + std::to_string(p.o.port);
-  }
-  return std::move(p.o);
+  return p.finish();
 }
 
 }  // namespace cgn::sim

@@ -302,17 +302,23 @@ SizeResult run(size_t n) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+struct BenchArgs {
   std::vector<size_t> sizes = {10, 100, 1000};
   bool markdown = false;
+};
+
+// Flags into `args` (and the interval and fanout globals); false on an unknown flag.
+bool parse_args(int argc, char** argv, BenchArgs& args) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
-      sizes.clear();
+      args.sizes.clear();
       std::string s = argv[++i];
       size_t pos = 0;
       while (pos < s.size()) {
         size_t c = s.find(',', pos);
-        sizes.push_back(std::stoul(s.substr(pos, c - pos)));
+        args.sizes.push_back(std::stoul(s.substr(pos, c - pos)));
         pos = c == std::string::npos ? s.size() : c + 1;
       }
     } else if (std::strcmp(argv[i], "--interval-ms") == 0 && i + 1 < argc) {
@@ -320,25 +326,15 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--fanout") == 0 && i + 1 < argc) {
       g_fanout = std::stoul(argv[++i]);
     } else if (std::strcmp(argv[i], "--markdown") == 0) {
-      markdown = true;
+      args.markdown = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--sizes 10,100,1000] [--interval-ms 500] [--fanout 3] [--markdown]\n",
-                   argv[0]);
-      return 2;
+      return false;
     }
   }
-  std::vector<SizeResult> results;
-  for (size_t n : sizes) {
-    results.push_back(run(n));
-    const auto& r = results.back();
-    std::fprintf(stderr,
-                 "n=%zu join=%.2fs converge med/max=%s detect med/max=%s "
-                 "bytes/s/member churn=%.0f idle=%.0f (wall %.1fs)\n",
-                 r.n, r.join_s,
-                 med_max(r.converge_med_s, r.converge_max_s, r.converge_missed, kConvergeTrials).c_str(),
-                 med_max(r.detect_med_s, r.detect_max_s, r.detect_missed, kDetectTrials).c_str(), r.bps_churn,
-                 r.bps_idle, r.wall_s);
-  }
+  return true;
+}
+
+void print_results(const std::vector<SizeResult>& results, bool markdown) {
   const SizeResult& base = results.front();
   if (markdown) {
     std::printf(
@@ -364,5 +360,29 @@ int main(int argc, char** argv) {
           base.n);
     }
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  BenchArgs args;
+  if (!parse_args(argc, argv, args)) {
+    std::fprintf(stderr, "usage: %s [--sizes 10,100,1000] [--interval-ms 500] [--fanout 3] [--markdown]\n",
+                 argv[0]);
+    return 2;
+  }
+  std::vector<SizeResult> results;
+  for (size_t n : args.sizes) {
+    results.push_back(run(n));
+    const auto& r = results.back();
+    std::fprintf(stderr,
+                 "n=%zu join=%.2fs converge med/max=%s detect med/max=%s "
+                 "bytes/s/member churn=%.0f idle=%.0f (wall %.1fs)\n",
+                 r.n, r.join_s,
+                 med_max(r.converge_med_s, r.converge_max_s, r.converge_missed, kConvergeTrials).c_str(),
+                 med_max(r.detect_med_s, r.detect_max_s, r.detect_missed, kDetectTrials).c_str(), r.bps_churn,
+                 r.bps_idle, r.wall_s);
+  }
+  print_results(results, args.markdown);
   return 0;
 }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -58,8 +59,10 @@ class SimServer {
   // at once and answers 503 "Loading model" until then. With the flag fault
   // `refuse` the port accepts and closes every connection.
   http::HttpResult<uint16_t> start();
-  // Stops listening and lets in-flight requests finish within the grace.
+  // Stops listening and lets in-flight requests finish within the grace (config's
+  // shutdown_grace, or `grace`), then joins every thread. Idempotent.
   void stop();
+  void stop(std::chrono::milliseconds grace);
 
   uint16_t port() const { return port_; }
   // Engine id and side-channel port written into kv_transfer_params.

@@ -13,7 +13,7 @@
 #include <optional>
 #include <sstream>
 
-#include "bench_harness/load_gen.h"
+#include "bench_harness/load/load_gen.h"
 #include "core/http/client.h"
 #include "testing/engine_sim.h"
 #include "testing/process.h"

@@ -1,6 +1,6 @@
 // Unit tests of the live load generator's pure parts: target parsing, the arrival schedule,
 // stream chunk parsing (shapes of vLLM's and the router's SSE payloads), and the summary.
-#include "bench_harness/load_gen.h"
+#include "bench_harness/load/load_gen.h"
 
 #include <gtest/gtest.h>
 

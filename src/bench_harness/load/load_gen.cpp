@@ -1,4 +1,4 @@
-#include "bench_harness/load_gen.h"
+#include "bench_harness/load/load_gen.h"
 
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>

@@ -1,32 +1,18 @@
-// cgn-engine-sim: flags or an engine's own command line -> SimOptions ->
-// SimServer -> wait for SIGTERM/SIGINT. Three ways to start it:
-//
-//   cgn-engine-sim --flavor vllm --model M --port 0 --port-file F [knobs]
-//   cgn-engine-sim [shell flags] -- vllm serve M --port 8000 ...   (any engine line)
-//   vllm serve M --port 8000 ...    (argv[0] named like the engine: symlink or wrapper)
-//
-// Engine lines may carry --sim-port-file F and --sim-log-level L (removed
-// before the line is parsed); the NIXL/llama.cpp environment variables are
-// read from the environment as the real engines do. Flags given before `--`
-// override what the engine line says.
+#include "sim/shell/options.h"
+
 #include <CLI/CLI.hpp>
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/cli_parse.h"
 #include "core/log.h"
 #include "sim/launch.h"
-#include "sim/server.h"
 
+namespace cgn::sim {
 namespace {
-
-using namespace cgn;
-using namespace cgn::sim;
 
 struct Overrides {
   std::optional<std::string> flavor, model, served, host, mode, fault, fault_rules, kv_config, engine_index,
@@ -180,63 +166,65 @@ void add_flags(CLI::App& app, Overrides& o) {
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, off");
 }
 
-int fail(const std::string& msg) {
-  std::cerr << "cgn-engine-sim: " << msg << "\n";
-  return 2;
+Error<int> fail(const std::string& msg) {
+  return cli_exit(2, "cgn-engine-sim: " + msg + "\n");
 }
 
-}  // namespace
+constexpr const char* kDescription =
+    "cgn-engine-sim: a simulated LLM inference engine (vLLM, SGLang, llama.cpp, TensorRT-LLM, MLX on the "
+    "wire) with a modelled KV cache, scheduler and timing.\n\n"
+    "  cgn-engine-sim --flavor vllm --model M --port 0 --port-file F [knobs]\n"
+    "  cgn-engine-sim [flags] -- vllm serve M --port 8000 [engine flags]   (any engine's command line)\n"
+    "  vllm serve M ...   (a symlink or wrapper named vllm, llama-server, trtllm-serve, mlx_lm.server, "
+    "python*)\n\n"
+    "Engine lines may also carry --sim-port-file F, --sim-log-level L and the --sim-* knobs of "
+    "docs/sim.md; flags before `--` override the engine line. Responses carry the modelled timings in "
+    "X-Sim-Queue-Ms, X-Sim-Ttft-Ms, X-Sim-E2e-Ms, X-Sim-Cached-Tokens (and X-Sim-Transferred-Tokens, "
+    "X-Sim-Kv-Pull on a P/D decode leg). Admin (with --enable-admin): POST /admin/evict "
+    "{\"all\":true}|{\"prompt\":..}|{\"messages\":[..]}, GET /admin/state; side channel (with "
+    "--kv-transfer-config): POST /internal/kv/claim.";
 
-int main(int argc, char** argv) {
-  std::vector<std::string> args(argv, argv + argc);
-  const std::string base = std::filesystem::path(args.empty() ? "" : args[0]).filename().string();
-  Overrides o;
+// Splits argv into the shell's flags (parsed into `o`) and the engine line, if any.
+struct Split {
   std::vector<std::string> engine_line;
   bool have_line = false;
+};
 
-  CLI::App app{
-      "cgn-engine-sim: a simulated LLM inference engine (vLLM, SGLang, llama.cpp, TensorRT-LLM, MLX on the "
-      "wire) with a modelled KV cache, scheduler and timing.\n\n"
-      "  cgn-engine-sim --flavor vllm --model M --port 0 --port-file F [knobs]\n"
-      "  cgn-engine-sim [flags] -- vllm serve M --port 8000 [engine flags]   (any engine's command line)\n"
-      "  vllm serve M ...   (a symlink or wrapper named vllm, llama-server, trtllm-serve, mlx_lm.server, "
-      "python*)\n\n"
-      "Engine lines may also carry --sim-port-file F, --sim-log-level L and the --sim-* knobs of "
-      "docs/sim.md; flags before `--` override the engine line. Responses carry the modelled timings in "
-      "X-Sim-Queue-Ms, X-Sim-Ttft-Ms, X-Sim-E2e-Ms, X-Sim-Cached-Tokens (and X-Sim-Transferred-Tokens, "
-      "X-Sim-Kv-Pull on a P/D decode leg). Admin (with --enable-admin): POST /admin/evict "
-      "{\"all\":true}|{\"prompt\":..}|{\"messages\":[..]}, GET /admin/state; side channel (with "
-      "--kv-transfer-config): POST /internal/kv/claim.",
-      "cgn-engine-sim"};
-  add_flags(app, o);
-
+CliResult<Split> split_and_parse_flags(const std::vector<std::string>& args, Overrides& o) {
+  const std::string base = std::filesystem::path(args.empty() ? "" : args[0]).filename().string();
+  Split s;
   if (is_engine_program(base)) {
-    engine_line = args;
-    engine_line[0] = base;
-    have_line = true;
-  } else {
-    std::vector<std::string> flags;
-    size_t i = 1;
-    for (; i < args.size() && args[i] != "--"; ++i) {
-      flags.push_back(args[i]);
-    }
-    if (i < args.size()) {
-      engine_line.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-      have_line = true;
-    }
-    std::vector<std::string> rev(flags.rbegin(), flags.rend());
-    try {
-      app.parse(rev);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e);
-    }
+    s.engine_line = args;
+    s.engine_line[0] = base;
+    s.have_line = true;
+    return s;
   }
+  CLI::App app{kDescription, "cgn-engine-sim"};
+  add_flags(app, o);
+  std::vector<std::string> flags;
+  size_t i = 1;
+  for (; i < args.size() && args[i] != "--"; ++i) {
+    flags.push_back(args[i]);
+  }
+  if (i < args.size()) {
+    s.engine_line.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+    s.have_line = true;
+  }
+  std::vector<std::string> rev(flags.rbegin(), flags.rend());
+  if (auto parsed = parse_command_line(app, rev); !parsed) {
+    return parsed.error();
+  }
+  return s;
+}
 
+// The engine line to parse: the one given (shell flags taken out, environment words first), or
+// the flavour's minimal line built from the flags.
+CliResult<std::vector<std::string>> launch_line(Split& s, Overrides& o) {
   std::vector<std::string> line;
-  if (have_line) {
-    take_shell_flags(engine_line, o);
+  if (s.have_line) {
+    take_shell_flags(s.engine_line, o);
     line = env_words();
-    line.insert(line.end(), engine_line.begin(), engine_line.end());
+    line.insert(line.end(), s.engine_line.begin(), s.engine_line.end());
   } else {
     if (!o.model) {
       return fail("--model is required (or give an engine command line after --); see --help");
@@ -262,11 +250,11 @@ int main(int argc, char** argv) {
     line.push_back("--sim-kv-events-encoding");
     line.push_back(*o.kv_events_encoding);
   }
-  auto parsed = parse_launch_line(line);
-  if (!parsed) {
-    return fail(parsed.error().message);
-  }
-  SimOptions sim = std::move(*parsed);
+  return line;
+}
+
+// The flags that override what the engine line said: names, address, reply mode, switches.
+CliResult<Ok> apply_overrides(const Overrides& o, bool have_line, SimOptions& sim) {
   if (!have_line && !o.no_metrics) {
     sim.metrics_enabled = true;  // flag mode: metrics on unless --no-metrics
   }
@@ -296,12 +284,8 @@ int main(int argc, char** argv) {
   if (o.load_seconds) {
     sim.load_seconds = *o.load_seconds;
   }
-  if (o.deprecated_metrics) {
-    sim.deprecated_metrics = true;
-  }
-  if (o.enable_admin) {
-    sim.admin_enabled = true;
-  }
+  sim.deprecated_metrics = sim.deprecated_metrics || o.deprecated_metrics;
+  sim.admin_enabled = sim.admin_enabled || o.enable_admin;
   if (o.metrics) {
     sim.metrics_enabled = true;
   }
@@ -311,6 +295,11 @@ int main(int argc, char** argv) {
   if (o.fault_rules) {
     sim.fault_rules_file = *o.fault_rules;
   }
+  return Ok{};
+}
+
+// --fault-rules (loaded here) and --fault.
+CliResult<FaultRules> apply_faults(const Overrides& o, SimOptions& sim) {
   FaultRules fault_rules;
   if (!sim.fault_rules_file.empty()) {
     auto rules = FaultRules::load_file(sim.fault_rules_file);
@@ -326,6 +315,11 @@ int main(int argc, char** argv) {
     }
     sim.faults = *plan;
   }
+  return fault_rules;
+}
+
+// Capacity knobs and timing coefficients, each checked.
+CliResult<Ok> apply_model(const Overrides& o, SimOptions& sim) {
   NodeModel& m = sim.engine.model;
   auto set_u32 = [](const std::optional<uint32_t>& v, uint32_t& out) {
     if (v) {
@@ -368,47 +362,49 @@ int main(int argc, char** argv) {
   if (o.engine_index) {
     sim.engine_index = o.engine_index->substr(0, 16);
   }
-  if (!log::set_level(o.log_level)) {
+  return Ok{};
+}
+
+}  // namespace
+
+CliResult<SimSetup> parse_sim_options(int argc, const char* const* argv) {
+  const std::vector<std::string> args(argv, argv + argc);
+  Overrides o;
+  auto split = split_and_parse_flags(args, o);
+  if (!split) {
+    return split.error();
+  }
+  auto line = launch_line(*split, o);
+  if (!line) {
+    return line.error();
+  }
+  auto parsed = parse_launch_line(*line);
+  if (!parsed) {
+    return fail(parsed.error().message);
+  }
+  SimSetup setup;
+  SimOptions& sim = setup.shell.sim;
+  sim = std::move(*parsed);
+  if (auto r = apply_overrides(o, split->have_line, sim); !r) {
+    return r.error();
+  }
+  auto rules = apply_faults(o, sim);
+  if (!rules) {
+    return rules.error();
+  }
+  setup.shell.fault_rules = std::move(*rules);
+  if (auto r = apply_model(o, sim); !r) {
+    return r.error();
+  }
+  if (!log::is_level(o.log_level)) {
     return fail("unknown --log-level '" + o.log_level + "'");
   }
-
-  // Signals are taken synchronously by this thread; block them before any thread starts.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
-
-  ShellConfig cfg;
-  cfg.sim = std::move(sim);
-  cfg.fault_rules = std::move(fault_rules);
   if (o.embedding_dims) {
-    cfg.embedding_dims = *o.embedding_dims;
+    setup.shell.embedding_dims = *o.embedding_dims;
   }
-  SimServer server(std::move(cfg));
-  auto port = server.start();
-  if (!port) {
-    std::cerr << "cgn-engine-sim: " << port.error().message << "\n";
-    return 1;
-  }
-  if (!o.port_file.empty()) {
-    const std::string tmp = o.port_file + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << *port << "\n";
-      if (!out) {
-        return fail("cannot write " + tmp);
-      }
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, o.port_file, ec);
-    if (ec) {
-      return fail("cannot rename " + tmp + ": " + ec.message());
-    }
-  }
-  int sig = 0;
-  sigwait(&set, &sig);
-  server.stop();
-  return 0;
+  setup.port_file = o.port_file;
+  setup.log_level = o.log_level;
+  return setup;
 }
+
+}  // namespace cgn::sim

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "bench_harness/load_gen.h"
+#include "bench_harness/load/load_gen.h"
 #include "core/http/sse.h"
 
 namespace {

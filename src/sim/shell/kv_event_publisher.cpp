@@ -1,4 +1,4 @@
-#include "sim/kv_event_publisher.h"
+#include "sim/shell/kv_event_publisher.h"
 
 #include <dlfcn.h>
 #include <sys/eventfd.h>

@@ -1,4 +1,4 @@
-#include "sim/server.h"
+#include "sim/shell/server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,10 +22,10 @@
 #include "core/http/client.h"
 #include "core/http/server.h"
 #include "core/log.h"
-#include "sim/kv_event_publisher.h"
 #include "sim/metrics_render.h"
 #include "sim/openai_parse.h"
 #include "sim/openai_render.h"
+#include "sim/shell/kv_event_publisher.h"
 #include "sim/shell_api.h"
 
 // GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on some Asio
@@ -289,16 +289,9 @@ struct SimServer::Impl {
     return "sim-" + std::to_string(port) + "-" + std::to_string(++next_id);
   }
 
-  asio::awaitable<void> generate(http::Exchange& ex, ApiKind kind) {
-    if (!loaded()) {
-      (void)co_await ex.respond(loading_response());
-      co_return;
-    }
-    const http::Request& hreq = ex.request();
-    const std::string rid = request_id(hreq);
-
-    // Faults: the flag plan (maybe for a fraction of requests), overridden by a matching rule,
-    // overridden by the header.
+  // The fault plan of one request: the flag plan (maybe for a fraction of requests), overridden by
+  // a matching rule, overridden by the header. An unparsable header: its error.
+  Result<FaultPlan, FaultError> request_faults(const http::Request& hreq, const std::string& rid) const {
     FaultPlan plan = fault_applies(shell.sim.faults, rid) ? shell.sim.faults : FaultPlan{};
     if (const FaultPlan* rule = shell.fault_rules.match(rid, hreq.body())) {
       plan = merge_faults(plan, *rule);
@@ -306,16 +299,58 @@ struct SimServer::Impl {
     if (std::string_view spec = header(hreq, kFaultHeader); !spec.empty()) {
       auto hp = parse_fault_spec(spec, /*from_header=*/true);
       if (!hp) {
-        (void)co_await ex.respond(error_response(400, "X-Sim-Fault: " + hp.error().message));
-        co_return;
+        return hp.error();
       }
       plan = merge_faults(plan, *hp);
     }
-    if (plan.exit_process) {
-      CGN_LOG_WARN(logger, "fault: exiting", log::kv("request_id", rid));
+    return plan;
+  }
+
+  // What one generation request's reply needs besides the engine's events.
+  struct Reply {
+    std::string rid;
+    FaultPlan plan;
+    ResponseMeta meta;
+    bool decode_leg = false;  // a P/D decode leg: says how its KV pull went
+  };
+
+  std::vector<std::pair<std::string, std::string>> finished_headers(const Reply& rp,
+                                                                    const Completion& c) const {
+    auto hs = timing_headers(c);
+    hs.emplace_back("X-Request-Id", rp.rid);
+    if (rp.decode_leg) {
+      hs.emplace_back("X-Sim-Kv-Pull",
+                      c.kv_pull_failed ? "failed" : (c.transferred_tokens > 0 ? "ok" : "none"));
+    }
+    return hs;
+  }
+
+  http::Response failed_response(const Reply& rp, const Completion& c) const {
+    const int status = c.error_status > 0 ? c.error_status : 500;
+    http::Response res = error_response(status, "Simulated engine failure (fault injection).");
+    add_headers(res, finished_headers(rp, c));
+    return res;
+  }
+
+  asio::awaitable<void> generate(http::Exchange& ex, ApiKind kind) {
+    if (!loaded()) {
+      (void)co_await ex.respond(loading_response());
+      co_return;
+    }
+    const http::Request& hreq = ex.request();
+    Reply rp;
+    rp.rid = request_id(hreq);
+    auto plan = request_faults(hreq, rp.rid);
+    if (!plan) {
+      (void)co_await ex.respond(error_response(400, "X-Sim-Fault: " + plan.error().message));
+      co_return;
+    }
+    rp.plan = *plan;
+    if (rp.plan.exit_process) {
+      CGN_LOG_WARN(logger, "fault: exiting", log::kv("request_id", rp.rid));
       std::_Exit(1);
     }
-    if (plan.slow_start > 0 && !co_await wait_real(std::chrono::nanoseconds(plan.slow_start), ex)) {
+    if (rp.plan.slow_start > 0 && !co_await wait_real(std::chrono::nanoseconds(rp.plan.slow_start), ex)) {
       co_return;
     }
 
@@ -330,9 +365,9 @@ struct SimServer::Impl {
       co_return;
     }
     Request r = to_engine_request(*body, shell.sim.reply_mode, engine.config().model.max_model_len);
-    r.external_id = rid;
-    r.fail_before_first_token = plan.error_status;
-    const bool decode_leg = r.kv_transfer && r.kv_transfer->do_remote_prefill;
+    r.external_id = rp.rid;
+    r.fail_before_first_token = rp.plan.error_status;
+    rp.decode_leg = r.kv_transfer && r.kv_transfer->do_remote_prefill;
 
     Waiter w(co_await asio::this_coro::executor);
     auto h = engine.add_request(std::move(r), now());
@@ -344,53 +379,63 @@ struct SimServer::Impl {
     Registration reg{*this, *h};
     pump();
 
-    ResponseMeta meta;
-    meta.kind = kind;
-    meta.id = (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + rid;
-    meta.created = created_unix + (now() / kNanosPerSecond);
-    meta.model = shell.sim.served_model_name;
-
-    auto finished_headers = [&](const Completion& c) {
-      auto hs = timing_headers(c);
-      hs.emplace_back("X-Request-Id", rid);
-      if (decode_leg) {
-        hs.emplace_back("X-Sim-Kv-Pull",
-                        c.kv_pull_failed ? "failed" : (c.transferred_tokens > 0 ? "ok" : "none"));
-      }
-      return hs;
-    };
-    auto fail = [&](const Completion& c) {
-      const int status = c.error_status > 0 ? c.error_status : 500;
-      http::Response res = error_response(status, "Simulated engine failure (fault injection).");
-      add_headers(res, finished_headers(c));
-      return res;
-    };
-
+    rp.meta.kind = kind;
+    rp.meta.id = (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + rp.rid;
+    rp.meta.created = created_unix + (now() / kNanosPerSecond);
+    rp.meta.model = shell.sim.served_model_name;
     if (!body->stream) {
-      for (;;) {
-        auto ev = co_await next_event(w, ex);
-        if (!ev) {
-          co_return;  // client gone: the registration aborts the request
-        }
-        if (ev->kind != EventKind::kFinished) {
-          continue;
-        }
-        reg.finished = true;
-        const Completion& c = *ev->completion;
-        if (c.reason == FinishReason::kError) {
-          (void)co_await ex.respond(fail(c));
-          co_return;
-        }
-        http::Response res = http::make_response(200, render_completion_body(meta, c), "application/json");
-        add_headers(res, finished_headers(c));
-        (void)co_await ex.respond(std::move(res));
+      co_await reply_whole(ex, w, reg, rp);
+    } else {
+      co_await reply_stream(ex, w, reg, rp, body->include_usage);
+    }
+  }
+
+  // Non-streaming: one response once the request finished.
+  asio::awaitable<void> reply_whole(http::Exchange& ex, Waiter& w, Registration& reg, const Reply& rp) {
+    for (;;) {
+      auto ev = co_await next_event(w, ex);
+      if (!ev) {
+        co_return;  // client gone: the registration aborts the request
+      }
+      if (ev->kind != EventKind::kFinished) {
+        continue;
+      }
+      reg.finished = true;
+      const Completion& c = *ev->completion;
+      if (c.reason == FinishReason::kError) {
+        (void)co_await ex.respond(failed_response(rp, c));
         co_return;
       }
+      http::Response res = http::make_response(200, render_completion_body(rp.meta, c), "application/json");
+      add_headers(res, finished_headers(rp, c));
+      (void)co_await ex.respond(std::move(res));
+      co_return;
     }
+  }
 
-    // Streaming: status and headers go out with the first token, carrying the
-    // modelled queue time and TTFT known at that moment.
-    SseStream sse(meta, body->include_usage);
+  // The SSE status and headers, sent with the first token: the modelled queue time and TTFT known
+  // at that moment.
+  asio::awaitable<bool> begin_stream(http::Exchange& ex, const Event& ev, const std::string& rid) {
+    Completion so_far;
+    so_far.timing = ev.timing;
+    so_far.timing.finished = ev.timing.first_token;
+    so_far.usage.cached_tokens = ev.cached_tokens;
+    so_far.transferred_tokens = ev.transferred_tokens;
+    http::Fields fields;
+    for (const auto& [k, v] : timing_headers(so_far)) {
+      if (k != "X-Sim-E2e-Ms") {  // unknown until the end
+        fields.set(k, v);
+      }
+    }
+    fields.set("X-Request-Id", rid);
+    co_return co_await ex.begin_sse(std::move(fields));
+  }
+
+  // Streaming: tokens as SSE chunks, with the plan's stall and drop faults.
+  asio::awaitable<void> reply_stream(http::Exchange& ex, Waiter& w, Registration& reg, const Reply& rp,
+                                     bool include_usage) {
+    const FaultPlan& plan = rp.plan;
+    SseStream sse(rp.meta, include_usage);
     bool stalled = plan.stall == 0;
     bool started = false;
     for (;;) {
@@ -405,7 +450,7 @@ struct SimServer::Impl {
         reg.finished = true;
         const Completion& c = *ev->completion;
         if (!started) {
-          (void)co_await ex.respond(fail(c));
+          (void)co_await ex.respond(failed_response(rp, c));
           co_return;
         }
         bytes = c.reason == FinishReason::kError
@@ -414,19 +459,7 @@ struct SimServer::Impl {
         done = true;
       } else if (ev->kind == EventKind::kToken) {
         if (!started) {
-          Completion so_far;
-          so_far.timing = ev->timing;
-          so_far.timing.finished = ev->timing.first_token;
-          so_far.usage.cached_tokens = ev->cached_tokens;
-          so_far.transferred_tokens = ev->transferred_tokens;
-          http::Fields fields;
-          for (const auto& [k, v] : timing_headers(so_far)) {
-            if (k != "X-Sim-E2e-Ms") {  // unknown until the end
-              fields.set(k, v);
-            }
-          }
-          fields.set("X-Request-Id", rid);
-          if (!co_await ex.begin_sse(std::move(fields))) {
+          if (!co_await begin_stream(ex, *ev, rp.rid)) {
             co_return;
           }
           started = true;
@@ -449,7 +482,7 @@ struct SimServer::Impl {
         co_return;
       }
       if (plan.drop_after_events > 0 && sse.chunks() >= plan.drop_after_events) {
-        CGN_LOG_INFO(logger, "fault: dropping stream", log::kv("request_id", rid),
+        CGN_LOG_INFO(logger, "fault: dropping stream", log::kv("request_id", rp.rid),
                      log::kv("events", sse.chunks()));
         ex.abort();
         co_return;  // the registration aborts the engine request
@@ -758,6 +791,10 @@ http::HttpResult<uint16_t> SimServer::start() {
 }
 
 void SimServer::stop() {
+  stop(config_.shutdown_grace);
+}
+
+void SimServer::stop(std::chrono::milliseconds grace) {
   {
     std::lock_guard lk(mu_);
     if (stopping_) {
@@ -780,7 +817,7 @@ void SimServer::stop() {
     reserved_fd_ = -1;
   }
   if (impl_) {
-    impl_->server->stop(config_.shutdown_grace);
+    impl_->server->stop(grace);
     // The worker is joined: this thread owns everything now.
     impl_->shutting_down = true;
     impl_->tick.reset();
