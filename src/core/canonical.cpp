@@ -708,18 +708,10 @@ const char* request_error_name(RequestError error) {
   return "unknown";
 }
 
-Result<ParsedRequest, RequestError> parse_openai_request(Endpoint endpoint, std::string_view body,
-                                                         const RequestLimits& limits) {
-  const ParserScope scope;
-  auto root = parse_json(body, limits, "request body");
-  if (!root) {
-    return root.error();
-  }
-  if (!root->is_object()) {
-    return fail(RequestError::kWrongType,
-                fmt::format("request body must be a JSON object, got {}", type_name(*root)));
-  }
+namespace {
 
+// The top-level fields parse_openai_request reads; every other key is ignored.
+struct RequestFields {
   Field model;
   Field messages;
   Field prompt;
@@ -731,39 +723,43 @@ Result<ParsedRequest, RequestError> parse_openai_request(Endpoint endpoint, std:
   Field user;
   Field prompt_cache_key;
   bool has_kv_transfer_params = false;
-  for (dom::key_value_pair kv : as_object(*root)) {
+};
+
+RequestFields collect_fields(dom::element root, Endpoint endpoint) {
+  RequestFields f;
+  for (dom::key_value_pair kv : as_object(root)) {
     const std::string_view k = kv.key;
     if (k == "model") {
-      model.set(kv.value);
+      f.model.set(kv.value);
     } else if (k == "messages") {
-      messages.set(kv.value);
+      f.messages.set(kv.value);
     } else if (k == "prompt" || k == "input") {
       // `prompt` for completions, `input` for embeddings; the other is ignored.
       if ((k == "prompt") == (endpoint == Endpoint::kCompletions)) {
-        prompt.set(kv.value);
+        f.prompt.set(kv.value);
       }
     } else if (k == "stream") {
-      stream.set(kv.value);
+      f.stream.set(kv.value);
     } else if (k == "stream_options") {
-      stream_options.set(kv.value);
+      f.stream_options.set(kv.value);
     } else if (k == "max_tokens") {
-      max_tokens.set(kv.value);
+      f.max_tokens.set(kv.value);
     } else if (k == "max_completion_tokens") {
-      max_completion_tokens.set(kv.value);
+      f.max_completion_tokens.set(kv.value);
     } else if (k == "tools") {
-      tools.set(kv.value);
+      f.tools.set(kv.value);
     } else if (k == "user") {
-      user.set(kv.value);
+      f.user.set(kv.value);
     } else if (k == "prompt_cache_key") {
-      prompt_cache_key.set(kv.value);
+      f.prompt_cache_key.set(kv.value);
     } else if (k == "kv_transfer_params") {
-      has_kv_transfer_params = true;
+      f.has_kv_transfer_params = true;
     }
   }
+  return f;
+}
 
-  ParsedRequest out;
-  out.endpoint = endpoint;
-  out.has_kv_transfer_params = has_kv_transfer_params;
+ParseStatus read_model(const Field& model, ParsedRequest& out) {
   if (!model.present_non_null()) {
     return fail(RequestError::kMissingField, "'model' is required");
   }
@@ -774,88 +770,103 @@ Result<ParsedRequest, RequestError> parse_openai_request(Endpoint endpoint, std:
   if (out.model.empty()) {
     return fail(RequestError::kInvalidValue, "'model' must not be empty");
   }
+  return Ok{};
+}
 
-  if (endpoint != Endpoint::kEmbeddings) {
-    auto s = optional_bool(stream, Path{"stream"});
-    if (!s) {
-      return s.error();
-    }
-    out.stream = *s;
-    if (stream_options.present_non_null()) {
-      if (!stream_options.value.is_object()) {
-        return wrong_type("stream_options", "an object", stream_options.value);
-      }
-      Field include_usage;
-      for (dom::key_value_pair kv : as_object(stream_options.value)) {
-        if (kv.key == "include_usage") {
-          include_usage.set(kv.value);
-        }
-      }
-      auto iu = optional_bool(include_usage, Path{"stream_options.include_usage"});
-      if (!iu) {
-        return iu.error();
-      }
-      out.include_usage = *iu;
-    }
-    auto mt = optional_count(max_tokens, "max_tokens");
-    if (!mt) {
-      return mt.error();
-    }
-    out.max_tokens = *mt;
-    if (endpoint == Endpoint::kChat) {
-      auto mct = optional_count(max_completion_tokens, "max_completion_tokens");
-      if (!mct) {
-        return mct.error();
-      }
-      if (mct->has_value()) {
-        out.max_tokens = *mct;
-      }
+ParseStatus read_stream_options(const Field& stream_options, ParsedRequest& out) {
+  if (!stream_options.present_non_null()) {
+    return Ok{};
+  }
+  if (!stream_options.value.is_object()) {
+    return wrong_type("stream_options", "an object", stream_options.value);
+  }
+  Field include_usage;
+  for (dom::key_value_pair kv : as_object(stream_options.value)) {
+    if (kv.key == "include_usage") {
+      include_usage.set(kv.value);
     }
   }
+  auto iu = optional_bool(include_usage, Path{"stream_options.include_usage"});
+  if (!iu) {
+    return iu.error();
+  }
+  out.include_usage = *iu;
+  return Ok{};
+}
 
-  auto session = optional_string(prompt_cache_key, Path{"prompt_cache_key"});
+// stream, stream_options and max_tokens (chat: max_completion_tokens wins); not for embeddings.
+ParseStatus read_generation_options(const RequestFields& f, Endpoint endpoint, ParsedRequest& out) {
+  auto s = optional_bool(f.stream, Path{"stream"});
+  if (!s) {
+    return s.error();
+  }
+  out.stream = *s;
+  auto so = read_stream_options(f.stream_options, out);
+  if (!so) {
+    return so;
+  }
+  auto mt = optional_count(f.max_tokens, "max_tokens");
+  if (!mt) {
+    return mt.error();
+  }
+  out.max_tokens = *mt;
+  if (endpoint == Endpoint::kChat) {
+    auto mct = optional_count(f.max_completion_tokens, "max_completion_tokens");
+    if (!mct) {
+      return mct.error();
+    }
+    if (mct->has_value()) {
+      out.max_tokens = *mct;
+    }
+  }
+  return Ok{};
+}
+
+// prompt_cache_key, else user.
+ParseStatus read_session_key(const RequestFields& f, ParsedRequest& out) {
+  auto session = optional_string(f.prompt_cache_key, Path{"prompt_cache_key"});
   if (!session) {
     return session.error();
   }
-  auto user_sv = optional_string(user, Path{"user"});
+  auto user_sv = optional_string(f.user, Path{"user"});
   if (!user_sv) {
     return user_sv.error();
   }
   out.session_key.assign(session->empty() ? *user_sv : *session);
+  return Ok{};
+}
 
-  if (endpoint != Endpoint::kChat) {
-    auto st = read_prompt(prompt, endpoint == Endpoint::kCompletions ? "prompt" : "input", limits, out);
-    if (!st) {
-      return st.error();
-    }
-    return out;
+ParseStatus read_tools(const Field& tools, const RequestLimits& limits, ParsedRequest& out) {
+  if (!tools.present_non_null()) {
+    return Ok{};
   }
-
-  if (tools.present_non_null()) {
-    if (!tools.value.is_array()) {
-      return wrong_type("tools", "an array", tools.value);
-    }
-    size_t n = 0;
-    for ([[maybe_unused]] dom::element t : as_array(tools.value)) {
-      if (++n > limits.max_tools) {
-        return fail(RequestError::kTooManyItems,
-                    fmt::format("'tools' has more than {} entries", limits.max_tools));
-      }
-    }
-    // An empty array is no tools, as chat templates treat it.
-    if (n > 0) {
-      out.has_tools = true;
-      write_canonical(tools.value, out.canonical_tools);
+  if (!tools.value.is_array()) {
+    return wrong_type("tools", "an array", tools.value);
+  }
+  size_t n = 0;
+  for ([[maybe_unused]] dom::element t : as_array(tools.value)) {
+    if (++n > limits.max_tools) {
+      return fail(RequestError::kTooManyItems,
+                  fmt::format("'tools' has more than {} entries", limits.max_tools));
     }
   }
+  // An empty array is no tools, as chat templates treat it.
+  if (n > 0) {
+    out.has_tools = true;
+    write_canonical(tools.value, out.canonical_tools);
+  }
+  return Ok{};
+}
 
+ParseStatus read_messages(const Field& messages, size_t body_size, const RequestLimits& limits,
+                          ParsedRequest& out) {
   if (!messages.present_non_null()) {
     return fail(RequestError::kMissingField, "'messages' is required");
   }
   if (!messages.value.is_array()) {
     return wrong_type("messages", "a non-empty array", messages.value);
   }
-  out.canonical_prompt.reserve(body.size());
+  out.canonical_prompt.reserve(body_size);
   size_t i = 0;
   for (dom::element msg : as_array(messages.value)) {
     if (i >= limits.max_messages) {
@@ -864,7 +875,7 @@ Result<ParsedRequest, RequestError> parse_openai_request(Endpoint endpoint, std:
     }
     auto st = append_chat_message(msg, i, limits, out.canonical_prompt);
     if (!st) {
-      return st.error();
+      return st;
     }
     ++i;
   }
@@ -872,6 +883,51 @@ Result<ParsedRequest, RequestError> parse_openai_request(Endpoint endpoint, std:
     return fail(RequestError::kEmptyMessages, "'messages' must be a non-empty array");
   }
   out.message_count = i;
+  return Ok{};
+}
+
+}  // namespace
+
+Result<ParsedRequest, RequestError> parse_openai_request(Endpoint endpoint, std::string_view body,
+                                                         const RequestLimits& limits) {
+  const ParserScope scope;
+  auto root = parse_json(body, limits, "request body");
+  if (!root) {
+    return root.error();
+  }
+  if (!root->is_object()) {
+    return fail(RequestError::kWrongType,
+                fmt::format("request body must be a JSON object, got {}", type_name(*root)));
+  }
+  const RequestFields f = collect_fields(*root, endpoint);
+  ParsedRequest out;
+  out.endpoint = endpoint;
+  out.has_kv_transfer_params = f.has_kv_transfer_params;
+  if (auto st = read_model(f.model, out); !st) {
+    return st.error();
+  }
+  if (endpoint != Endpoint::kEmbeddings) {
+    auto st = read_generation_options(f, endpoint, out);
+    if (!st) {
+      return st.error();
+    }
+  }
+  if (auto st = read_session_key(f, out); !st) {
+    return st.error();
+  }
+  if (endpoint != Endpoint::kChat) {
+    auto st = read_prompt(f.prompt, endpoint == Endpoint::kCompletions ? "prompt" : "input", limits, out);
+    if (!st) {
+      return st.error();
+    }
+    return out;
+  }
+  if (auto st = read_tools(f.tools, limits, out); !st) {
+    return st.error();
+  }
+  if (auto st = read_messages(f.messages, body.size(), limits, out); !st) {
+    return st.error();
+  }
   return out;
 }
 

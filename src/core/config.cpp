@@ -11,145 +11,23 @@
 #include <sstream>
 #include <system_error>
 
+#include "core/config_schema.h"
+
 namespace cgn::config {
 namespace {
 
 constexpr double kMaxMs = 1e9;
 
-void read_log(TableReader& r, LogConfig& c) {
-  r.get_one_of("level", c.level, {"trace", "debug", "info", "warn", "error", "off"});
-  r.get("file", c.file);
+template <class S>
+using SectionPtr = std::shared_ptr<const Section<S>>;
+
+template <class S>
+SectionPtr<S> freeze(Section<S> s) {
+  return std::make_shared<const Section<S>>(std::move(s));
 }
 
-void read_limits(TableReader& r, LimitsConfig& c) {
-  r.get("max_body_bytes", c.max_body_bytes, {1, uint64_t{1} << 32});
-  r.get("max_json_depth", c.max_json_depth, {1, 1024});
-  r.get("max_messages", c.max_messages, {1, 1u << 20});
-  r.get("max_header_bytes", c.max_header_bytes, {1024, 1u << 20});
-  r.get("max_connections", c.max_connections, {1, 1u << 20});
-  r.get("max_buffered_bytes", c.max_buffered_bytes, {1u << 20, uint64_t{1} << 40});
-  r.get("reject_log_interval_s", c.reject_log_interval_s, {1, 86'400});
-}
-
-void read_timeouts(TableReader& r, TimeoutsConfig& c) {
-  constexpr Range<uint32_t> kPositive{1, 86'400'000};
-  r.get("connect_ms", c.connect_ms, kPositive);
-  r.get("first_token_ms", c.first_token_ms, kPositive);
-  r.get("idle_ms", c.idle_ms, kPositive);
-  r.get("request_ms", c.request_ms, kPositive);
-  r.get("shutdown_grace_ms", c.shutdown_grace_ms, {0, 86'400'000});
-  r.get("health_interval_ms", c.health_interval_ms, {10, 3'600'000});
-  r.get("continue_ms", c.continue_ms, {0, 86'400'000});
-  r.get("passive_retry_ms", c.passive_retry_ms, {10, 3'600'000});
-}
-
-void read_weights(TableReader& r, ScoreWeights& c) {
-  constexpr Range<double> kMs{0.0, kMaxMs};
-  r.get("prefill_ms_per_block", c.prefill_ms_per_block, kMs);
-  r.get("queue_ms_per_request", c.queue_ms_per_request, kMs);
-  r.get("running_ms_per_request", c.running_ms_per_request, kMs);
-  r.get("inflight_prefill_weight", c.inflight_prefill_weight, {0.0, 1000.0});
-  r.get("kv_pressure_ms", c.kv_pressure_ms, kMs);
-  r.get("power_penalty_ms", c.power_penalty_ms, kMs);
-  r.get("ram_tier_credit", c.ram_tier_credit, {0.0, 1.0});
-  r.get("ssd_tier_credit", c.ssd_tier_credit, {0.0, 1.0});
-  r.get("temperature", c.temperature, {0.0, 1000.0});
-}
-
-void read_load_guard(TableReader& r, LoadGuardConfig& c) {
-  r.get("max_queue_depth", c.max_queue_depth, {1, 1'000'000});
-  r.get("max_kv_used", c.max_kv_used, {0.0, 1.0});
-  r.get("spread_min_gap", c.spread_min_gap, {1, 1'000'000});
-  r.get("spread_ratio", c.spread_ratio, {1.0, 1e6});
-}
-
-void read_routing(TableReader& r, RoutingConfig& c) {
-  if (r.get("block_bytes", c.block_bytes, {64, 1024}) && c.block_bytes % 64 != 0) {
-    r.fail("block_bytes", ConfigError::bad_value,
-           fmt::format("expected a multiple of 64 in [64, 1024], got {}", c.block_bytes));
-    c.block_bytes = RoutingConfig{}.block_bytes;
-  }
-  r.get("index_ttl_s", c.index_ttl_s, {1, 86'400});
-  r.get("max_staleness_ms", c.max_staleness_ms, {0, 86'400'000});
-  r.get("index_max_entries", c.index_max_entries, {1024, uint64_t{1} << 32});
-  r.table("weights", [&](TableReader& t) { read_weights(t, c.weights); });
-  r.table("load_guard", [&](TableReader& t) { read_load_guard(t, c.load_guard); });
-}
-
-void read_admission(TableReader& r, AdmissionConfig& c) {
-  constexpr Range<uint32_t> kQueue{0, 1'000'000};
-  r.get("max_queue", c.max_queue, kQueue);
-  r.get("retry_after_s", c.retry_after_s, {0, 3600});
-  r.table("models", [&](TableReader& models) {
-    models.named_tables([&](const std::string& name, TableReader& t) {
-      ModelAdmission m;
-      t.get("max_queue", m.max_queue, kQueue);
-      t.get("prefill_max_queue", m.prefill_max_queue, kQueue);
-      t.get("decode_max_queue", m.decode_max_queue, kQueue);
-      c.models[name] = m;
-    });
-  });
-}
-
-// "http://host:port/x" -> "host:port".
-std::string host_port_of(std::string_view url) {
-  auto scheme = url.find("://");
-  std::string_view rest = scheme == std::string_view::npos ? url : url.substr(scheme + 3);
-  return std::string(rest.substr(0, rest.find('/')));
-}
-
-void read_nodes(TableReader& r, std::vector<NodeConfig>& nodes) {
-  std::set<std::string> names;
-  r.tables("nodes", [&](TableReader& t, size_t) {
-    NodeConfig n;
-    if (t.has("url")) {
-      t.get_url("url", n.url);
-    } else {
-      t.require("url", n.url);  // reports it missing
-    }
-    t.get("name", n.name);
-    if (n.name.empty()) {
-      n.name = host_port_of(n.url);
-    }
-    if (!n.name.empty() && !names.insert(n.name).second) {
-      t.fail(t.has("name") ? "name" : "url", ConfigError::bad_value,
-             fmt::format("duplicates node name \"{}\"; node names must be unique", n.name));
-    }
-    t.get_one_of("role", n.role, kNodeRoles);
-    t.get("models", n.models);
-    t.get_host_port("agent", n.agent);
-    t.get_one_of("engine", n.engine, kNodeEngines);
-    nodes.push_back(std::move(n));
-  });
-}
-
-void read_router(TableReader& r, RouterConfig& c) {
-  r.get_host_port("listen", c.listen);
-  r.get_one_of("policy", c.policy, kRoutingPolicies);
-  r.get_one_of("state_backend", c.state_backend, kStateBackends);
-  r.get("api_keys_file", c.api_keys_file);
-  r.get_secret_env("api_keys_env", c.api_keys);
-  r.get("tls_cert", c.tls_cert);
-  r.get("tls_key", c.tls_key);
-  if (c.tls_cert.empty() != c.tls_key.empty()) {
-    bool cert = !c.tls_cert.empty();
-    r.fail(cert ? "tls_cert" : "tls_key", ConfigError::missing_key,
-           fmt::format("is set but '{}' is not; give both or neither",
-                       r.key_path(cert ? "tls_key" : "tls_cert")));
-  }
-  r.table("limits", [&](TableReader& t) { read_limits(t, c.limits); });
-  r.table("metrics", [&](TableReader& t) {
-    t.get_host_port("listen", c.metrics.listen);
-    t.get_secret_env("key_env", c.metrics.key);
-  });
-  r.table("timeouts", [&](TableReader& t) { read_timeouts(t, c.timeouts); });
-  r.table("routing", [&](TableReader& t) { read_routing(t, c.routing); });
-  r.table("admission", [&](TableReader& t) { read_admission(t, c.admission); });
-  r.table("disaggregation", [&](TableReader& t) {
-    t.get_one_of("fallback", c.disaggregation.fallback, {"aggregated", "reject"});
-  });
-  read_nodes(r, c.nodes);
-}
+constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+constexpr std::string_view kFallbacks[] = {"aggregated", "reject"};
 
 bool valid_ip_literal(const std::string& s) {
   in6_addr buf{};
@@ -183,18 +61,6 @@ void both_or_neither(TableReader& t, std::string_view a, std::string_view b) {
   }
 }
 
-void read_tls(TableReader& t, TlsConfig& c) {
-  get_pem_path(t, "ca_file", c.ca_file);
-  get_pem_path(t, "cert_file", c.cert_file);
-  get_pem_path(t, "key_file", c.key_file);
-  t.get("require_client_cert", c.require_client_cert);
-  both_or_neither(t, "cert_file", "key_file");
-  if (t.has("cert_file") && !t.has("ca_file")) {
-    t.fail("cert_file", ConfigError::missing_key,
-           fmt::format("is set but '{}' is not; peers are verified against it", t.key_path("ca_file")));
-  }
-}
-
 // Tokens from `text`: one per line (or comma separated), trimmed, '#' lines skipped.
 std::vector<std::string> split_tokens(std::string_view text, char sep) {
   std::vector<std::string> out;
@@ -217,30 +83,39 @@ std::vector<std::string> split_tokens(std::string_view text, char sep) {
 
 constexpr size_t kMinClusterToken = 16;
 
-void read_cluster(TableReader& t, ClusterConfig& c) {
-  std::string_view from;
-  if (t.get("token_file", c.token_file)) {
-    from = "token_file";
-    std::ifstream f(c.token_file);
-    if (!f) {
-      t.fail("token_file", ConfigError::io,
-             fmt::format("names {}, which cannot be read", quoted(c.token_file)));
-      return;
-    }
-    std::stringstream ss;
-    ss << f.rdbuf();
-    c.tokens = split_tokens(ss.str(), '\n');
-  }
-  if (t.get_secret_env("token_env", c.token_env)) {
-    if (!from.empty()) {
-      t.fail("token_env", ConfigError::bad_value, "is set beside token_file; give one or the other");
-      return;
-    }
-    from = "token_env";
-    c.tokens = split_tokens(c.token_env.reveal(), ',');
-  }
-  if (from.empty()) {
+// [cluster]: the tokens come from a file or the environment, never both.
+bool readable(const std::string& path) {
+  return !path.empty() && std::ifstream(path).good();
+}
+
+void load_token_file(TableReader& t, ClusterConfig& c) {
+  std::ifstream f(c.token_file);
+  if (c.token_file.empty() || !f) {
+    t.fail("token_file", ConfigError::io,
+           fmt::format("names {}, which cannot be read", quoted(c.token_file)));
     return;
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  c.tokens = split_tokens(ss.str(), '\n');
+}
+
+void use_token_env(TableReader& t, ClusterConfig& c) {
+  if (t.has("token_file")) {
+    t.fail("token_env", ConfigError::bad_value, "is set beside token_file; give one or the other");
+    return;
+  }
+  c.tokens = split_tokens(c.token_env.reveal(), ',');
+}
+
+void check_cluster_tokens(TableReader& t, ClusterConfig& c) {
+  std::string_view from;
+  if (t.has("token_file") && !t.has("token_env") && readable(c.token_file)) {
+    from = "token_file";
+  } else if (t.has("token_env") && !t.has("token_file") && !c.token_env.env_name().empty()) {
+    from = "token_env";
+  } else {
+    return;  // nothing configured, or already reported
   }
   if (c.tokens.empty()) {
     t.fail(from, ConfigError::bad_value, "holds no token");
@@ -254,48 +129,465 @@ void read_cluster(TableReader& t, ClusterConfig& c) {
   }
 }
 
-void read_state(TableReader& r, StateConfig& c) {
-  r.table("etcd", [&](TableReader& t) {
-    if (t.get_url_list("endpoints", c.etcd.endpoints) && c.etcd.endpoints.empty()) {
-      t.fail("endpoints", ConfigError::bad_value, "expected at least one endpoint, got []");
-    }
-    get_pem_path(t, "ca_file", c.etcd.ca_file);
-    get_pem_path(t, "cert_file", c.etcd.cert_file);
-    get_pem_path(t, "key_file", c.etcd.key_file);
-    both_or_neither(t, "cert_file", "key_file");
-    const bool any_https = std::any_of(c.etcd.endpoints.begin(), c.etcd.endpoints.end(),
-                                       [](const std::string& e) { return e.starts_with("https://"); });
-    const bool any_http = std::any_of(c.etcd.endpoints.begin(), c.etcd.endpoints.end(),
-                                      [](const std::string& e) { return e.starts_with("http://"); });
-    if (any_https && any_http) {
-      t.fail("endpoints", ConfigError::bad_value, "mixes http:// and https:// endpoints; use one scheme");
-    } else if (any_https && c.etcd.ca_file.empty()) {
-      t.fail("endpoints", ConfigError::missing_key,
-             fmt::format("are https:// but '{}' is not set (the CA that signed etcd's certificate)",
-                         t.key_path("ca_file")));
-    } else if (!any_https && (t.has("ca_file") || t.has("cert_file"))) {
-      t.fail(t.has("ca_file") ? "ca_file" : "cert_file", ConfigError::bad_value,
-             "is set but no endpoint is https://");
-    }
-    t.get("username", c.etcd.username);
-    t.get_secret_env("password_env", c.etcd.password);
-    both_or_neither(t, "username", "password_env");
-    t.get("lease_ttl_s", c.etcd.lease_ttl_s, {2, 3600});
-    if (t.get("prefix", c.etcd.prefix) && !c.etcd.prefix.starts_with('/')) {
-      t.fail("prefix", ConfigError::bad_value,
-             fmt::format("expected a path starting with '/', got {}", quoted(c.etcd.prefix)));
+// A PEM file key: a string naming a readable file, printed only when set.
+template <class S>
+Field<S> pem(std::string S::*member, std::string key, std::string doc) {
+  Field<S> f = value(member, key, std::move(doc));
+  f.range = "readable PEM file";
+  f.get = [member, key](TableReader& r, S& s) {
+    get_pem_path(r, key, s.*member);
+    return r.has(key);
+  };
+  return std::move(f).omit_empty();
+}
+
+SectionPtr<LogConfig> log_section() {
+  Section<LogConfig> s("log");
+  s.add(one_of(&LogConfig::level, "level", kLogLevels, "a `--log-level` flag overrides it"));
+  s.add(value(&LogConfig::file, "file", "log file; empty: stderr"));
+  return freeze(std::move(s));
+}
+
+SectionPtr<LimitsConfig> limits_section() {
+  using L = LimitsConfig;
+  Section<L> s("router.limits");
+  s.add(value(&L::max_body_bytes, "max_body_bytes",
+              "largest request body; a longer one gets 413 before it is read to the end",
+              Range<uint64_t>{1, uint64_t{1} << 32}));
+  s.add(value(&L::max_json_depth, "max_json_depth", "deepest JSON nesting of a body",
+              Range<uint32_t>{1, 1024}));
+  s.add(value(&L::max_messages, "max_messages", "most chat messages in one request",
+              Range<uint32_t>{1, 1u << 20}));
+  s.add(value(&L::max_header_bytes, "max_header_bytes", "all request headers together; over: 431",
+              Range<uint32_t>{1024, 1u << 20}));
+  s.add(value(&L::max_connections, "max_connections",
+              "open client connections; one more is answered 503 `server_busy` and closed (keep the "
+              "process's file limit above it)",
+              Range<uint32_t>{1, 1u << 20}));
+  s.add(value(&L::max_buffered_bytes, "max_buffered_bytes",
+              "request bodies held in memory over all connections; a body is reserved at its Content-Length "
+              "once its headers are in (chunked: as it grows), and one that would go over is answered 503 "
+              "`server_busy` before it is read",
+              Range<uint64_t>{1u << 20, uint64_t{1} << 40}));
+  s.add(value(&L::reject_log_interval_s, "reject_log_interval_s",
+              "refusals (bad key, a cap, a client's `kv_transfer_params`) are logged at most once per reason "
+              "and client address per interval",
+              Range<uint32_t>{1, 86'400}));
+  return freeze(std::move(s));
+}
+
+SectionPtr<MetricsConfig> metrics_section() {
+  Section<MetricsConfig> s("router.metrics");
+  s.add(checked(&MetricsConfig::listen, "listen", Form::host_port,
+                "a listener that serves only `/metrics` (CORS kept); set, the API listener answers 404 for "
+                "`/metrics`; empty: the API listener serves it"));
+  s.add(
+      secret_env(&MetricsConfig::key, "key_env",
+                 "name of an environment variable holding a bearer key (16-512 printable bytes) that "
+                 "`/metrics` then requires (`Authorization: Bearer <key>`; the API keys do not open it; CORS "
+                 "preflights need none)"));
+  return freeze(std::move(s));
+}
+
+SectionPtr<TimeoutsConfig> timeouts_section() {
+  using T = TimeoutsConfig;
+  constexpr Range<uint32_t> kPositive{1, 86'400'000};
+  Section<T> s("router.timeouts");
+  s.add(value(&T::connect_ms, "connect_ms", "TCP connect to a node", kPositive));
+  s.add(value(&T::first_token_ms, "first_token_ms", "request sent to first byte of the node's answer",
+              kPositive));
+  s.add(value(&T::idle_ms, "idle_ms", "longest gap between two streamed chunks", kPositive));
+  s.add(value(&T::request_ms, "request_ms", "the whole request, stream included", kPositive));
+  s.add(value(&T::shutdown_grace_ms, "shutdown_grace_ms",
+              "in-flight streams may finish this long after SIGTERM", Range<uint32_t>{0, 86'400'000}));
+  s.add(value(&T::health_interval_ms, "health_interval_ms", "static backend: health poll period per node",
+              Range<uint32_t>{10, 3'600'000}));
+  s.add(value(
+      &T::continue_ms, "continue_ms",
+      "agents only (etcd/gossip nodes, static nodes with `agent`): requests go with `Expect: 100-continue` "
+      "and their body only after the agent's `100 Continue`; none within this is a failed connect, so the "
+      "request moves to the next node (a killed or hung agent is found in this time, not after "
+      "`first_token_ms`). `0` sends no `Expect`. Bare OpenAI endpoints never get `Expect`",
+      Range<uint32_t>{0, 86'400'000}));
+  s.add(value(&T::passive_retry_ms, "passive_retry_ms",
+              "a node that refused a connection (or sent no `100 Continue`) leaves routing at once and is "
+              "tried again after this long; a static node's next health poll may bring it back sooner. etcd "
+              "and gossip nodes are not polled, so without this a node that refused once would stay out "
+              "until its record changed",
+              Range<uint32_t>{10, 3'600'000}));
+  return freeze(std::move(s));
+}
+
+SectionPtr<ScoreWeights> weights_section() {
+  using W = ScoreWeights;
+  constexpr Range<double> kMs{0.0, kMaxMs};
+  Section<W> s("router.routing.weights");
+  s.add(value(&W::prefill_ms_per_block, "prefill_ms_per_block",
+              "ms to prefill one block the node must still compute, for a node that reports no prefill speed",
+              kMs));
+  s.add(value(&W::queue_ms_per_request, "queue_ms_per_request", "ms per request waiting in the node's queue",
+              kMs));
+  s.add(
+      value(&W::running_ms_per_request, "running_ms_per_request", "ms per request the node is running", kMs));
+  s.add(value(&W::inflight_prefill_weight, "inflight_prefill_weight",
+              "how much the prompt tokens this router sent to a node and that are not yet prefilled count as "
+              "wait there (0: not at all)",
+              Range<double>{0.0, 1000.0}));
+  s.add(value(&W::uncached_weight, "uncached_weight",
+              "kv policy: weight of the uncached prefill against the wait when ranking (1: pure TTFT)",
+              Range<double>{0.0, 1000.0}));
+  s.add(value(&W::kv_knee, "kv_knee", "KV-use ratio above which `kv_pressure_ms` starts to apply",
+              Range<double>{0.0, 0.999}));
+  s.add(value(&W::kv_pressure_ms, "kv_pressure_ms", "added at 100% KV use, linearly less down to `kv_knee`",
+              kMs));
+  s.add(value(&W::power_penalty_ms, "power_penalty_ms", "added when a node is over its soft `watt_limit`",
+              kMs));
+  s.add(value(&W::ram_tier_credit, "ram_tier_credit",
+              "a block held only in the node's cgn-kvcached RAM tier counts this much",
+              Range<double>{0.0, 1.0}));
+  s.add(value(&W::ssd_tier_credit, "ssd_tier_credit", "a block held only on the cgn-kvcached SSD tier",
+              Range<double>{0.0, 1.0}));
+  s.add(value(&W::temperature, "temperature",
+              "0: lowest score wins; above 0: softmax sampling over scores (ms)",
+              Range<double>{0.0, 1000.0}));
+  return freeze(std::move(s));
+}
+
+SectionPtr<LoadGuardConfig> load_guard_section() {
+  using G = LoadGuardConfig;
+  Section<G> s("router.routing.load_guard");
+  s.add(value(&G::max_queue_depth, "max_queue_depth", "a node with a deeper queue is not eligible",
+              Range<uint32_t>{1, 1'000'000}));
+  s.add(value(&G::max_kv_used, "max_kv_used", "a node above this KV-use ratio is not eligible",
+              Range<double>{0.0, 1.0}));
+  s.add(value(
+      &G::spread_min_gap, "spread_min_gap",
+      "spread rule: when busiest minus least busy waiting count (queue depth, or the router's in-flight "
+      "requests before their first token; decoding requests do not count) is at least this ...",
+      Range<uint32_t>{1, 1'000'000}));
+  s.add(value(&G::spread_ratio, "spread_ratio",
+              "... and busiest / (least busy + 1) is at least this, overlap is ignored",
+              Range<double>{1.0, 1e6}));
+  return freeze(std::move(s));
+}
+
+SectionPtr<RoutingConfig> routing_section() {
+  using R = RoutingConfig;
+  Section<R> s("router.routing");
+  s.add(value(&R::block_bytes, "block_bytes", "bytes of canonical prompt per prefix digest; a multiple of 64",
+              Range<uint32_t>{64, 1024})
+            .then([](TableReader& r, R& c) {
+              if (c.block_bytes % 64 != 0) {
+                r.fail("block_bytes", ConfigError::bad_value,
+                       fmt::format("expected a multiple of 64 in [64, 1024], got {}", c.block_bytes));
+                c.block_bytes = R{}.block_bytes;
+              }
+            }));
+  s.add(value(&R::index_ttl_s, "index_ttl_s",
+              "optimistic prefix-index entries expire unless a node confirms them",
+              Range<uint32_t>{1, 86'400}));
+  s.add(value(
+      &R::max_staleness_ms, "max_staleness_ms",
+      "`state_backend = \"static\"`: a node whose poll has not answered for this long leaves routing until "
+      "the next answer (`/health` counts it in `nodes_stale`, `cgn_cluster_node_up` reads 0, and the router "
+      "logs it once); must exceed the poll period (`health_interval_ms` or `--poll-interval-ms`); 0: off. "
+      "Under `etcd` and `gossip` it does not apply: a node stays in routing while its record is on a live "
+      "lease (etcd) or its member is alive (gossip), however long the record goes unchanged",
+      Range<uint32_t>{0, 86'400'000}));
+  s.add(
+      value(&R::index_max_entries, "index_max_entries",
+            "cap on prefix-index (digest, node) entries; over it the node holding the most loses its least "
+            "recently used entry. 0: sized from the engines' capacity (each node holds at most its KV pool's "
+            "digest capacity, so the index holds at most their sum); else at least 1024",
+            Range<uint64_t>{0, uint64_t{1} << 32})
+          .then([](TableReader& r, R& c) {
+            if (c.index_max_entries != 0 && c.index_max_entries < 1024) {
+              r.fail("index_max_entries", ConfigError::out_of_range,
+                     fmt::format("expected 0 (sized from the engines' capacity) or a value in [1024, "
+                                 "4294967296], got {}",
+                                 c.index_max_entries));
+              c.index_max_entries = R{}.index_max_entries;
+            }
+          }));
+  s.add(table(&R::weights, "weights", weights_section()));
+  s.add(table(&R::load_guard, "load_guard", load_guard_section()));
+  return freeze(std::move(s));
+}
+
+SectionPtr<ModelAdmission> model_admission_section() {
+  using M = ModelAdmission;
+  constexpr Range<uint32_t> kQueue{0, 1'000'000};
+  Section<M> s("router.admission.models.\"<model>\"");
+  s.add(optional(&M::max_queue, "max_queue", "both roles (default: `[router.admission] max_queue`)", kQueue));
+  s.add(optional(&M::prefill_max_queue, "prefill_max_queue",
+                 "prefill role (default: the model's `max_queue`)", kQueue));
+  s.add(optional(&M::decode_max_queue, "decode_max_queue", "decode role (default: the model's `max_queue`)",
+                 kQueue));
+  return freeze(std::move(s));
+}
+
+SectionPtr<AdmissionConfig> admission_section() {
+  using A = AdmissionConfig;
+  Section<A> s("router.admission");
+  s.add(value(&A::max_queue, "max_queue", "default cap per (model, role); 0: unlimited",
+              Range<uint32_t>{0, 1'000'000}));
+  s.add(value(&A::retry_after_s, "retry_after_s", "`Retry-After` on a 429", Range<uint32_t>{0, 3600}));
+  auto models = model_admission_section();
+  Field<A> f = custom<A>(
+      "models", "table", "", "",
+      [models](TableReader& r, A& c) {
+        return r.table("models", [&](TableReader& m) {
+          m.named_tables([&](const std::string& name, TableReader& t) {
+            ModelAdmission one;
+            models->read(t, one);
+            c.models[name] = one;
+          });
+        });
+      },
+      [models](const A& c, toml::table& t) {
+        toml::table all;
+        for (const auto& [name, m] : c.models) {
+          all.insert(name, models->write(m));
+        }
+        if (!all.empty()) {
+          t.insert("models", std::move(all));
+        }
+      });
+  f.children = [models](std::vector<DocTable>& out) { models->document(out); };
+  s.add(std::move(f));
+  return freeze(std::move(s));
+}
+
+// "http://host:port/x" -> "host:port".
+std::string host_port_of(std::string_view url) {
+  auto scheme = url.find("://");
+  std::string_view rest = scheme == std::string_view::npos ? url : url.substr(scheme + 3);
+  return std::string(rest.substr(0, rest.find('/')));
+}
+
+SectionPtr<NodeConfig> node_section() {
+  using N = NodeConfig;
+  Section<N> s("router.nodes");
+  Field<N> url = checked(&N::url, "url", Form::url, "base URL requests go to").shown_default("**required**");
+  url.get = [](TableReader& t, N& n) {
+    return t.has("url") ? t.get_url("url", n.url) : t.require("url", n.url);
+  };
+  s.add(std::move(url));
+  s.add(value(&N::name, "name", "node name in logs, metrics and `X-CGN-Node`; unique")
+            .shown_default("the URL's `host:port`"));
+  s.add(one_of(&N::role, "role", kNodeRoles, "the node's part in disaggregated serving"));
+  s.add(value(&N::models, "models", "models served; empty: learned from the node's `/v1/models`"));
+  s.add(checked(
+      &N::agent, "agent", Form::host_port,
+      "the node's cgn-agent gRPC service (`[agent] grpc_listen`). Set: the node is an agent, polled through "
+      "`Agent.Health` for its node record (health, role, models, load, KV pool, `kv_epoch`, GPU, power) "
+      "instead of `/health`, `/metrics` and `/v1/models`; `url` stays where requests go (the agent's HTTP "
+      "`listen`). A configured `models` list wins over the record's. Empty: a bare engine"));
+  s.add(one_of(&N::engine, "engine", kNodeEngines,
+               "the engine behind the URL, which picks the `/metrics` mapping the router scrapes for load "
+               "and KV use (`trtllm`: `/prometheus/metrics`); `mlx` and `cgn-infer` have no mapping: health "
+               "and models only, so load-aware routing sees only the router's own in-flight count"));
+  return freeze(std::move(s));
+}
+
+Field<RouterConfig> nodes_field() {
+  auto nodes = node_section();
+  Field<RouterConfig> f = custom<RouterConfig>(
+      "nodes", "array of tables", "", "",
+      [nodes](TableReader& r, RouterConfig& c) {
+        std::set<std::string> names;
+        return r.tables("nodes", [&](TableReader& t, size_t) {
+          NodeConfig n;
+          nodes->read(t, n);
+          if (n.name.empty()) {
+            n.name = host_port_of(n.url);
+          }
+          if (!n.name.empty() && !names.insert(n.name).second) {
+            t.fail(t.has("name") ? "name" : "url", ConfigError::bad_value,
+                   fmt::format("duplicates node name \"{}\"; node names must be unique", n.name));
+          }
+          c.nodes.push_back(std::move(n));
+        });
+      },
+      [nodes](const RouterConfig& c, toml::table& t) {
+        toml::array all;
+        for (const auto& n : c.nodes) {
+          all.push_back(nodes->write(n));
+        }
+        if (!all.empty()) {
+          t.insert("nodes", std::move(all));
+        }
+      });
+  f.children = [nodes](std::vector<DocTable>& out) { nodes->document(out); };
+  return f;
+}
+
+SectionPtr<DisaggregationConfig> disaggregation_section() {
+  Section<DisaggregationConfig> s("router.disaggregation");
+  s.add(one_of(
+      &DisaggregationConfig::fallback, "fallback", kFallbacks,
+      "when no prefill node is eligible (none healthy, all cordoned or overloaded) or every prefill attempt "
+      "fails: `aggregated` serves the whole request on a decode (or `both`) node, which computes the prompt "
+      "itself; `reject` answers 503 `no_prefill_node` (or the last prefill failure)"));
+  return freeze(std::move(s));
+}
+
+SectionPtr<RouterConfig> router_section() {
+  using R = RouterConfig;
+  Section<R> s("router");
+  s.add(checked(&R::listen, "listen", Form::host_port, "the OpenAI API (IPv6 as `[::]:8080`)"));
+  s.add(one_of(&R::policy, "policy", kRoutingPolicies, "`kv` is the prefix-aware score"));
+  s.add(one_of(&R::state_backend, "state_backend", kStateBackends,
+               "where nodes come from: `[[router.nodes]]`, `[state.etcd]` or `[state.gossip]`; the top-level "
+               "`state_backend` sets it too"));
+  s.add(value(&R::api_keys_file, "api_keys_file", "file with one API key per line; empty: none"));
+  s.add(secret_env(&R::api_keys, "api_keys_env",
+                   "name of an environment variable holding API keys, comma separated"));
+  s.add(value(&R::tls_cert, "tls_cert",
+              "PEM certificate for HTTPS; give both `tls_cert` and `tls_key` or neither"));
+  s.add(value(&R::tls_key, "tls_key", "PEM private key"));
+  s.check([](TableReader& r, R& c) {
+    if (c.tls_cert.empty() != c.tls_key.empty()) {
+      const bool cert = !c.tls_cert.empty();
+      r.fail(cert ? "tls_cert" : "tls_key", ConfigError::missing_key,
+             fmt::format("is set but '{}' is not; give both or neither",
+                         r.key_path(cert ? "tls_key" : "tls_cert")));
     }
   });
-  r.table("gossip", [&](TableReader& t) {
-    t.get_host_port("listen", c.gossip.listen);
-    t.get_host_port_list("seeds", c.gossip.seeds);
-    if (t.get("cluster_id", c.gossip.cluster_id) && c.gossip.cluster_id.empty()) {
-      t.fail("cluster_id", ConfigError::bad_value, "expected a non-empty string, got \"\"");
+  s.add(table(&R::limits, "limits", limits_section()));
+  s.add(table(&R::metrics, "metrics", metrics_section()));
+  s.add(table(&R::timeouts, "timeouts", timeouts_section()));
+  s.add(table(&R::routing, "routing", routing_section()));
+  s.add(table(&R::admission, "admission", admission_section()));
+  s.add(table(&R::disaggregation, "disaggregation", disaggregation_section()));
+  s.add(nodes_field());
+  return freeze(std::move(s));
+}
+
+SectionPtr<ClusterConfig> cluster_section() {
+  using C = ClusterConfig;
+  Section<C> s("cluster");
+  s.add(
+      value(
+          &C::token_file, "token_file",
+          "file with one token per line (`#` starts a comment line); each at least 16 characters. The first "
+          "is presented, every one is accepted, so a rotation lists the new and the old token")
+          .omit_empty()
+          .then(load_token_file));
+  s.add(
+      secret_env(&C::token_env, "token_env",
+                 "name of an environment variable holding the tokens, comma separated (same rules); not with "
+                 "`token_file`")
+          .then(use_token_env));
+  s.check(check_cluster_tokens);
+  return freeze(std::move(s));
+}
+
+SectionPtr<TlsConfig> tls_section() {
+  using T = TlsConfig;
+  Section<T> s("tls");
+  s.add(pem(&T::ca_file, "ca_file", "CA that verifies peers; required with `cert_file`"));
+  s.add(pem(&T::cert_file, "cert_file",
+            "this process's certificate chain (with `key_file`, both or neither). Set: servers serve TLS "
+            "with it, clients present it and verify servers (host name against the certificate)"));
+  s.add(pem(&T::key_file, "key_file", "the key of `cert_file`"));
+  s.add(value(
+      &T::require_client_cert, "require_client_cert",
+      "servers refuse clients without a certificate `ca_file` verifies; a verified client certificate then "
+      "stands in for the cluster token"));
+  s.check([](TableReader& t, T&) {
+    both_or_neither(t, "cert_file", "key_file");
+    if (t.has("cert_file") && !t.has("ca_file")) {
+      t.fail("cert_file", ConfigError::missing_key,
+             fmt::format("is set but '{}' is not; peers are verified against it", t.key_path("ca_file")));
     }
-    t.get_secret_env("secret_env", c.gossip.secret);
-    t.get_secret_env("rotation_secret_env", c.gossip.rotation_secret);
-    t.get("insecure", c.gossip.insecure);
-    if (c.gossip.insecure && t.has("secret_env")) {
+  });
+  return freeze(std::move(s));
+}
+
+void check_etcd(TableReader& t, EtcdConfig& c) {
+  both_or_neither(t, "cert_file", "key_file");
+  const bool any_https = std::any_of(c.endpoints.begin(), c.endpoints.end(),
+                                     [](const std::string& e) { return e.starts_with("https://"); });
+  const bool any_http = std::any_of(c.endpoints.begin(), c.endpoints.end(),
+                                    [](const std::string& e) { return e.starts_with("http://"); });
+  if (any_https && any_http) {
+    t.fail("endpoints", ConfigError::bad_value, "mixes http:// and https:// endpoints; use one scheme");
+  } else if (any_https && c.ca_file.empty()) {
+    t.fail("endpoints", ConfigError::missing_key,
+           fmt::format("are https:// but '{}' is not set (the CA that signed etcd's certificate)",
+                       t.key_path("ca_file")));
+  } else if (!any_https && (t.has("ca_file") || t.has("cert_file"))) {
+    t.fail(t.has("ca_file") ? "ca_file" : "cert_file", ConfigError::bad_value,
+           "is set but no endpoint is https://");
+  }
+  both_or_neither(t, "username", "password_env");
+}
+
+SectionPtr<EtcdConfig> etcd_section() {
+  using E = EtcdConfig;
+  Section<E> s("state.etcd");
+  s.add(checked(&E::endpoints, "endpoints", Form::url_list,
+                "etcd v3 endpoints, all of one scheme; at least one")
+            .then([](TableReader& t, E& c) {
+              if (c.endpoints.empty()) {
+                t.fail("endpoints", ConfigError::bad_value, "expected at least one endpoint, got []");
+              }
+            }));
+  s.add(
+      pem(&E::ca_file, "ca_file",
+          "the CA that signed etcd's certificate; required with `https://` endpoints, refused without them"));
+  s.add(pem(&E::cert_file, "cert_file",
+            "client certificate (with `key_file`), for etcd's `--client-cert-auth`"));
+  s.add(pem(&E::key_file, "key_file", "the key of `cert_file`"));
+  s.add(value(&E::username, "username",
+              "etcd user (etcd auth), with `password_env`: the client authenticates, sends the token on "
+              "every call and stream, and authenticates again when etcd refuses it (expired after "
+              "`--auth-token-ttl`, or forgotten by a restart)")
+            .omit_empty());
+  s.add(secret_env(&E::password, "password_env",
+                   "name of the environment variable holding that user's password; with `username`"));
+  s.add(
+      value(&E::lease_ttl_s, "lease_ttl_s",
+            "TTL of the heartbeat lease holding a node's record and KV prefixes (agents keep it alive every "
+            "TTL/3)",
+            Range<uint32_t>{2, 3600}));
+  s.add(value(&E::prefix, "prefix", "key prefix (`<prefix>/nodes/<node>`, `<prefix>/kv/<node>/<digest>`)")
+            .then([](TableReader& t, E& c) {
+              if (!c.prefix.starts_with('/')) {
+                t.fail("prefix", ConfigError::bad_value,
+                       fmt::format("expected a path starting with '/', got {}", quoted(c.prefix)));
+              }
+            }));
+  s.check(check_etcd);
+  return freeze(std::move(s));
+}
+
+SectionPtr<GossipConfig> gossip_section() {
+  using G = GossipConfig;
+  Section<G> s("state.gossip");
+  s.add(checked(&G::listen, "listen", Form::host_port, "UDP address"));
+  s.add(checked(&G::seeds, "seeds", Form::host_port_list, "a few members to join through"));
+  s.add(value(&G::cluster_id, "cluster_id", "members of other clusters are ignored; not empty")
+            .then([](TableReader& t, G& c) {
+              if (c.cluster_id.empty()) {
+                t.fail("cluster_id", ConfigError::bad_value, "expected a non-empty string, got \"\"");
+              }
+            }));
+  s.add(secret_env(
+      &G::secret, "secret_env",
+      "name of an environment variable holding the cluster key that signs and checks every packet; "
+      "required unless `insecure = true`"));
+  s.add(
+      secret_env(&G::rotation_secret, "rotation_secret_env",
+                 "name of a variable holding a second key, accepted but never used to sign, for the overlap "
+                 "while keys rotate; only beside `secret_env`"));
+  s.add(
+      value(&G::insecure, "insecure",
+            "run gossip without a key: packets are unsigned and anyone who reaches the port can join; logged "
+            "as a warning at start; not with `secret_env`"));
+  s.check([](TableReader& t, G& c) {
+    if (c.insecure && t.has("secret_env")) {
       t.fail("insecure", ConfigError::bad_value, "is true but secret_env is set; give one or the other");
     }
     if (t.has("rotation_secret_env") && !t.has("secret_env")) {
@@ -304,77 +596,191 @@ void read_state(TableReader& r, StateConfig& c) {
                          t.key_path("secret_env")));
     }
   });
+  return freeze(std::move(s));
 }
 
-void read_agent(TableReader& r, AgentConfig& c) {
-  if (r.get("node_id", c.node_id) && !valid_node_id(c.node_id)) {
-    r.fail("node_id", ConfigError::bad_value,
-           "expected at most 128 characters from [A-Za-z0-9._-] (it is a key in etcd and a metric label)");
-  }
-  r.get_host_port("listen", c.listen);
-  r.get("watt_limit", c.watt_limit, {0.0, 1e6});
-  r.get_host_port("grpc_listen", c.grpc_listen);
-  r.get("scrape_interval_ms", c.scrape_interval_ms, {50, 600000});
-  r.get("probe_interval_ms", c.probe_interval_ms, {10, 60000});
-  r.get("restart_backoff_initial_ms", c.restart_backoff_initial_ms, {10, 3600000});
-  r.get("restart_backoff_max_ms", c.restart_backoff_max_ms, {10, 3600000});
-  r.get("stop_grace_ms", c.stop_grace_ms, {0, 600000});
-  r.get("engine_outlives_agent", c.engine_outlives_agent);
-  if (c.restart_backoff_initial_ms > c.restart_backoff_max_ms) {
-    r.fail("restart_backoff_initial_ms", ConfigError::bad_value,
-           fmt::format("{} is above restart_backoff_max_ms ({})", c.restart_backoff_initial_ms,
-                       c.restart_backoff_max_ms));
-  }
-  r.get_one_of("state_backend", c.state_backend, kStateBackends);
-  r.get("publish_interval_ms", c.publish_interval_ms, {10, 60000});
-  r.get("max_published_prefixes", c.max_published_prefixes, {0, 4096});
-  r.get("engine_metrics", c.engine_metrics);
+SectionPtr<StateConfig> state_section() {
+  Section<StateConfig> s("state");
+  s.add(table(&StateConfig::etcd, "etcd", etcd_section()));
+  s.add(table(&StateConfig::gossip, "gossip", gossip_section()));
+  return freeze(std::move(s));
 }
 
-void read_engine(TableReader& r, EngineConfig& c) {
-  r.get_one_of("kind", c.kind, kEngineKinds);
-  r.get("model", c.model);
-  r.get("port", c.port, {1, 65535});
-  if (r.get("host", c.host) && !valid_ip_literal(c.host)) {
-    r.fail("host", ConfigError::bad_value,
-           fmt::format("expected an IP address (127.0.0.1, 0.0.0.0, ::1), got {}", quoted(c.host)));
-  }
-  r.get("served_name", c.served_name);
-  r.get("tensor_parallel", c.tensor_parallel, {1, 64});
-  r.get("extra_args", c.extra_args);
-  if (r.holds_bool("kv_offload")) {
+SectionPtr<AgentConfig> agent_section() {
+  using A = AgentConfig;
+  Section<A> s("agent");
+  s.add(value(&A::node_id, "node_id",
+              "at most 128 characters from `[A-Za-z0-9._-]` (an etcd key and a metric label); empty: the "
+              "host name")
+            .then([](TableReader& r, A& c) {
+              if (!valid_node_id(c.node_id)) {
+                r.fail(
+                    "node_id", ConfigError::bad_value,
+                    "expected at most 128 characters from [A-Za-z0-9._-] (it is a key in etcd and a metric "
+                    "label)");
+              }
+            }));
+  s.add(checked(&A::listen, "listen", Form::host_port,
+                "the agent's HTTP service (data path, health); every interface by default because the router "
+                "on another host must reach it: close it with `[cluster]` (and `[tls]`), docs/security.md"));
+  s.add(value(&A::watt_limit, "watt_limit", "soft power limit in watts; 0: none", Range<double>{0.0, 1e6}));
+  s.add(checked(&A::grpc_listen, "grpc_listen", Form::host_port,
+                "the gRPC service `cognitora.v1.Agent` (`Health`: node record + engine state); port 0: any "
+                "free port (logged; `cgn-agent --grpc-port-file` writes it). A configured address that "
+                "cannot be bound stops the agent; the default one only logs a warning"));
+  s.add(value(&A::scrape_interval_ms, "scrape_interval_ms", "engine `/metrics` scrape period",
+              Range<uint32_t>{50, 600000}));
+  s.add(value(&A::probe_interval_ms, "probe_interval_ms",
+              "engine health probe period while starting or unhealthy", Range<uint32_t>{10, 60000}));
+  s.add(value(
+      &A::restart_backoff_initial_ms, "restart_backoff_initial_ms",
+      "first restart delay after the engine exits; doubles per crash; not above `restart_backoff_max_ms`",
+      Range<uint32_t>{10, 3600000}));
+  s.add(value(&A::restart_backoff_max_ms, "restart_backoff_max_ms", "cap on the restart delay",
+              Range<uint32_t>{10, 3600000}));
+  s.add(value(&A::stop_grace_ms, "stop_grace_ms",
+              "SIGTERM to the engine's process group, then SIGKILL after this", Range<uint32_t>{0, 600000}));
+  s.add(value(&A::engine_outlives_agent, "engine_outlives_agent",
+              "`false`: the engine gets SIGKILL when its agent dies, however it dies (`kill -9` included), "
+              "so its port, GPU memory and the agent's port come free for a replacement. `true`: an agent "
+              "that dies leaves its engine running (a graceful stop still stops it); a new agent on the same "
+              "`[engine] port` then fails until the old engine is stopped"));
+  s.check([](TableReader& r, A& c) {
+    if (c.restart_backoff_initial_ms > c.restart_backoff_max_ms) {
+      r.fail("restart_backoff_initial_ms", ConfigError::bad_value,
+             fmt::format("{} is above restart_backoff_max_ms ({})", c.restart_backoff_initial_ms,
+                         c.restart_backoff_max_ms));
+    }
+  });
+  s.add(one_of(
+      &A::state_backend, "state_backend", kStateBackends,
+      "`static`: publish nothing (the router polls the agent); `etcd`: publish the node record and live "
+      "KV prefixes; `gossip`: publish the node record to the members; the top-level `state_backend` sets "
+      "it too"));
+  s.add(value(&A::publish_interval_ms, "publish_interval_ms",
+              "etcd: KV-prefix changes are written at most once per interval, in one txn",
+              Range<uint32_t>{10, 60000}));
+  s.add(value(&A::max_published_prefixes, "max_published_prefixes",
+              "cap on live KV prefix keys; the engine's capacity may bound it lower",
+              Range<uint32_t>{0, 4096}));
+  s.add(value(&A::engine_metrics, "engine_metrics",
+              "the agent's `/metrics` also relays the engine's own exposition"));
+  return freeze(std::move(s));
+}
+
+SectionPtr<EngineConfig> engine_section() {
+  using E = EngineConfig;
+  Section<E> s("engine");
+  s.add(one_of(&E::kind, "kind", kEngineKinds,
+               "the engine the agent spawns; `external`: attach to a running one"));
+  s.add(value(&E::model, "model", "model to load (path or hub name)"));
+  s.add(value(&E::port, "port", "port the engine listens on", Range<uint16_t>{1, 65535}));
+  s.add(value(&E::host, "host",
+              "IP address a spawned engine binds its HTTP API to (`--host`); loopback so that only the agent "
+              "reaches it. Another address exposes the engine (and, for SGLang P/D, its bootstrap server) "
+              "directly; the agent then reaches it there (127.0.0.1 for `0.0.0.0`/`::`)")
+            .then([](TableReader& r, E& c) {
+              if (!valid_ip_literal(c.host)) {
+                r.fail(
+                    "host", ConfigError::bad_value,
+                    fmt::format("expected an IP address (127.0.0.1, 0.0.0.0, ::1), got {}", quoted(c.host)));
+              }
+            }));
+  s.add(value(&E::served_name, "served_name", "model name clients use; empty: same as `model`"));
+  s.add(value(&E::tensor_parallel, "tensor_parallel", "GPUs per replica", Range<uint32_t>{1, 64}));
+  s.add(value(&E::extra_args, "extra_args", "passed to the engine verbatim"));
+  Field<E> offload = one_of(&E::kv_offload, "kv_offload", kKvOffloads,
+                            "what each driver passes (or rejects) is in docs/agent.md. The older boolean "
+                            "form is read as `false` = `none`, `true` = `cgn`");
+  offload.get = [](TableReader& r, E& c) {
+    if (!r.holds_bool("kv_offload")) {
+      return r.get_one_of("kv_offload", c.kv_offload, kKvOffloads);
+    }
     bool on = false;
     r.get("kv_offload", on);
     c.kv_offload = on ? "cgn" : "none";
-  } else {
-    r.get_one_of("kv_offload", c.kv_offload, kKvOffloads);
-  }
-  r.get("gpus", c.gpus, {0, 1023});
-  r.get_one_of("role", c.role, kNodeRoles);
-  if (r.get_url("url", c.url) && c.kind != "external") {
-    r.fail("url", ConfigError::bad_value,
-           "is only for kind = \"external\" (a spawned engine listens on port)");
-  }
-  r.get_one_of("attach_kind", c.attach_kind, kAttachKinds);
-  r.get_one_of("pd_transfer_backend", c.pd_transfer_backend, kPdTransferBackends);
-  r.get("nixl_side_channel_host", c.nixl_side_channel_host);
-  r.get("nixl_side_channel_port", c.nixl_side_channel_port, {0, 65535});
-  r.get("parallel_slots", c.parallel_slots, {1, 1024});
-  r.get("page_size", c.page_size, {0, 65536});
-  r.get("kv_events", c.kv_events);
-  r.get("kv_events_port", c.kv_events_port, {1, 65535});
+    return true;
+  };
+  s.add(std::move(offload));
+  s.add(value(&E::gpus, "gpus", "device indices; empty: all visible", Range<uint32_t>{0, 1023}));
+  s.add(one_of(
+      &E::role, "role", kNodeRoles,
+      "the node's part in disaggregated serving; sets the engine's KV-transfer flags and the record's role"));
+  s.add(checked(&E::url, "url", Form::url,
+                "`kind = \"external\"` only: the running engine; empty: `http://127.0.0.1:<port>`")
+            .then([](TableReader& r, E& c) {
+              if (c.kind != "external") {
+                r.fail("url", ConfigError::bad_value,
+                       "is only for kind = \"external\" (a spawned engine listens on port)");
+              }
+            }));
+  s.add(one_of(
+      &E::attach_kind, "attach_kind", kAttachKinds,
+      "`kind = \"external\"` only: whose health semantics and metrics mapping apply; empty: `GET /health` "
+      "200 and no scrape"));
+  s.add(one_of(&E::pd_transfer_backend, "pd_transfer_backend", kPdTransferBackends,
+               "KV transfer for prefill/decode roles (`mooncake`: SGLang only)"));
+  s.add(value(&E::nixl_side_channel_host, "nixl_side_channel_host",
+              "vLLM `VLLM_NIXL_SIDE_CHANNEL_HOST` (the address decode nodes reach this prefill node's side "
+              "channel at; it binds there); always exported with NIXL, empty: `127.0.0.1` (P/D on one host). "
+              "For P/D across hosts set this node's address"));
+  s.add(value(&E::nixl_side_channel_port, "nixl_side_channel_port",
+              "vLLM `VLLM_NIXL_SIDE_CHANNEL_PORT`; 0: not exported (vLLM's default 5600)",
+              Range<uint16_t>{0, 65535}));
+  s.add(value(&E::parallel_slots, "parallel_slots", "llama.cpp `--parallel`", Range<uint32_t>{1, 1024}));
+  s.add(value(&E::page_size, "page_size",
+              "SGLang `--page-size`; 0: not passed (SGLang's default 1). Also the divisor for SGLang's pool "
+              "size in blocks",
+              Range<uint32_t>{0, 65536}));
+  s.add(value(
+      &E::kv_events, "kv_events",
+      "KV events: `vllm`, `sglang` and `sim` launch the engine with `--kv-events-config` (ZMQ PUB bound on "
+      "`tcp://*:<kv_events_port>`), and the agent subscribes and withdraws the prefixes the engine evicts "
+      "(docs/agent.md \"KV events\"); `external` subscribes only; other kinds reject it"));
+  s.add(value(&E::kv_events_port, "kv_events_port",
+              "the engine's KV-events port; give each engine on a host its own", Range<uint16_t>{1, 65535}));
+  return freeze(std::move(s));
 }
 
-toml::array to_array(const std::vector<std::string>& v) {
-  toml::array a;
-  for (const auto& s : v) {
-    a.push_back(s);
+// The top-level state_backend is the value of [router] and [agent] state_backend; one of them
+// set to something else is an error naming both places.
+void apply_state_backend(TableReader& root, const std::string& top, std::string_view section,
+                         std::string& value) {
+  if (root.has_in(section, "state_backend") && value != top) {
+    root.fail("state_backend", ConfigError::bad_value,
+              fmt::format("is {} but '{}.state_backend' is {}; give one value or set it in one place",
+                          quoted(top), section, quoted(value)));
+    return;
   }
-  return a;
+  value = top;
 }
 
-int64_t as_int(uint64_t v) {
-  return static_cast<int64_t>(v);
+SectionPtr<CognitoraConfig> root_section() {
+  using C = CognitoraConfig;
+  Section<C> s("");
+  s.add(one_of(&C::state_backend, "state_backend", kStateBackends,
+               "sets `[router] state_backend` and `[agent] state_backend` at once; either one set to another "
+               "value is an error")
+            .shown_default("unset"));
+  s.add(table(&C::log, "log", log_section()));
+  s.add(table(&C::router, "router", router_section()));
+  s.add(table(&C::cluster, "cluster", cluster_section()));
+  s.add(table(&C::tls, "tls", tls_section()));
+  s.add(table(&C::state, "state", state_section()));
+  s.add(table(&C::agent, "agent", agent_section()));
+  s.add(table(&C::engine, "engine", engine_section()));
+  s.check([](TableReader& root, C& c) {
+    if (!c.state_backend.empty()) {
+      apply_state_backend(root, c.state_backend, "router", c.router.state_backend);
+      apply_state_backend(root, c.state_backend, "agent", c.agent.state_backend);
+    }
+  });
+  return freeze(std::move(s));
+}
+
+const Section<CognitoraConfig>& schema() {
+  static const SectionPtr<CognitoraConfig> root = root_section();
+  return *root;
 }
 
 }  // namespace
@@ -415,14 +821,14 @@ std::vector<std::string> RouterConfig::api_keys_from_env() const {
 }
 
 void read_config(TableReader& root, CognitoraConfig& cfg) {
-  root.table("log", [&](TableReader& t) { read_log(t, cfg.log); });
-  root.table("router", [&](TableReader& t) { read_router(t, cfg.router); });
-  root.table("cluster", [&](TableReader& t) { read_cluster(t, cfg.cluster); });
-  root.table("tls", [&](TableReader& t) { read_tls(t, cfg.tls); });
-  root.table("state", [&](TableReader& t) { read_state(t, cfg.state); });
-  root.table("agent", [&](TableReader& t) { read_agent(t, cfg.agent); });
-  root.table("engine", [&](TableReader& t) { read_engine(t, cfg.engine); });
+  schema().read(root, cfg);
   root.finish();
+}
+
+std::vector<DocTable> reference_tables() {
+  std::vector<DocTable> out;
+  schema().document(out);
+  return out;
 }
 
 Result<CognitoraConfig, ConfigError> load_config_from_string(std::string_view text,
@@ -461,190 +867,8 @@ Result<CognitoraConfig, ConfigError> load_config(const std::string& path, const 
 }
 
 std::string dump_config(const CognitoraConfig& c) {
-  const RouterConfig& r = c.router;
-  toml::table limits{{"max_body_bytes", as_int(r.limits.max_body_bytes)},
-                     {"max_json_depth", r.limits.max_json_depth},
-                     {"max_messages", r.limits.max_messages},
-                     {"max_header_bytes", r.limits.max_header_bytes},
-                     {"max_connections", r.limits.max_connections},
-                     {"max_buffered_bytes", as_int(r.limits.max_buffered_bytes)},
-                     {"reject_log_interval_s", r.limits.reject_log_interval_s}};
-  toml::table metrics;
-  if (!r.metrics.listen.empty()) {
-    metrics.insert("listen", r.metrics.listen);
-  }
-  if (!r.metrics.key.env_name().empty()) {
-    metrics.insert("key_env", r.metrics.key.env_name());  // the variable's name, never its value
-  }
-  toml::table timeouts{{"connect_ms", r.timeouts.connect_ms},
-                       {"first_token_ms", r.timeouts.first_token_ms},
-                       {"idle_ms", r.timeouts.idle_ms},
-                       {"request_ms", r.timeouts.request_ms},
-                       {"shutdown_grace_ms", r.timeouts.shutdown_grace_ms},
-                       {"health_interval_ms", r.timeouts.health_interval_ms},
-                       {"continue_ms", r.timeouts.continue_ms},
-                       {"passive_retry_ms", r.timeouts.passive_retry_ms}};
-  const ScoreWeights& w = r.routing.weights;
-  toml::table weights{{"prefill_ms_per_block", w.prefill_ms_per_block},
-                      {"queue_ms_per_request", w.queue_ms_per_request},
-                      {"running_ms_per_request", w.running_ms_per_request},
-                      {"inflight_prefill_weight", w.inflight_prefill_weight},
-                      {"kv_pressure_ms", w.kv_pressure_ms},
-                      {"power_penalty_ms", w.power_penalty_ms},
-                      {"ram_tier_credit", w.ram_tier_credit},
-                      {"ssd_tier_credit", w.ssd_tier_credit},
-                      {"temperature", w.temperature}};
-  const LoadGuardConfig& g = r.routing.load_guard;
-  toml::table load_guard{{"max_queue_depth", g.max_queue_depth},
-                         {"max_kv_used", g.max_kv_used},
-                         {"spread_min_gap", g.spread_min_gap},
-                         {"spread_ratio", g.spread_ratio}};
-  toml::table routing{{"block_bytes", r.routing.block_bytes},
-                      {"index_ttl_s", r.routing.index_ttl_s},
-                      {"max_staleness_ms", r.routing.max_staleness_ms},
-                      {"index_max_entries", as_int(r.routing.index_max_entries)},
-                      {"weights", std::move(weights)},
-                      {"load_guard", std::move(load_guard)}};
-  toml::table models;
-  for (const auto& [name, m] : r.admission.models) {
-    toml::table t;
-    if (m.max_queue) {
-      t.insert("max_queue", *m.max_queue);
-    }
-    if (m.prefill_max_queue) {
-      t.insert("prefill_max_queue", *m.prefill_max_queue);
-    }
-    if (m.decode_max_queue) {
-      t.insert("decode_max_queue", *m.decode_max_queue);
-    }
-    models.insert(name, std::move(t));
-  }
-  toml::table admission{{"max_queue", r.admission.max_queue}, {"retry_after_s", r.admission.retry_after_s}};
-  if (!models.empty()) {
-    admission.insert("models", std::move(models));
-  }
-  toml::array nodes;
-  for (const auto& n : r.nodes) {
-    nodes.push_back(toml::table{{"url", n.url},
-                                {"name", n.name},
-                                {"role", n.role},
-                                {"models", to_array(n.models)},
-                                {"engine", n.engine}});
-    if (!n.agent.empty()) {
-      nodes.back().as_table()->insert("agent", n.agent);
-    }
-  }
-  toml::table router{{"listen", r.listen},
-                     {"policy", r.policy},
-                     {"state_backend", r.state_backend},
-                     {"api_keys_file", r.api_keys_file},
-                     {"tls_cert", r.tls_cert},
-                     {"tls_key", r.tls_key},
-                     {"limits", std::move(limits)},
-                     {"metrics", std::move(metrics)},
-                     {"timeouts", std::move(timeouts)},
-                     {"routing", std::move(routing)},
-                     {"admission", std::move(admission)},
-                     {"disaggregation", toml::table{{"fallback", r.disaggregation.fallback}}}};
-  // Secrets: only the variable's name is printed, never its value.
-  if (!r.api_keys.env_name().empty()) {
-    router.insert("api_keys_env", r.api_keys.env_name());
-  }
-  if (!nodes.empty()) {
-    router.insert("nodes", std::move(nodes));
-  }
-  toml::table gossip{{"listen", c.state.gossip.listen},
-                     {"seeds", to_array(c.state.gossip.seeds)},
-                     {"cluster_id", c.state.gossip.cluster_id}};
-  if (!c.state.gossip.secret.env_name().empty()) {
-    gossip.insert("secret_env", c.state.gossip.secret.env_name());
-  }
-  if (!c.state.gossip.rotation_secret.env_name().empty()) {
-    gossip.insert("rotation_secret_env", c.state.gossip.rotation_secret.env_name());
-  }
-  if (c.state.gossip.insecure) {
-    gossip.insert("insecure", true);
-  }
-  toml::table etcd{{"endpoints", to_array(c.state.etcd.endpoints)},
-                   {"lease_ttl_s", c.state.etcd.lease_ttl_s},
-                   {"prefix", c.state.etcd.prefix}};
-  for (const auto& [key, value] :
-       {std::pair<const char*, const std::string*>{"ca_file", &c.state.etcd.ca_file},
-        {"cert_file", &c.state.etcd.cert_file},
-        {"key_file", &c.state.etcd.key_file},
-        {"username", &c.state.etcd.username},
-        {"password_env", &c.state.etcd.password.env_name()}}) {
-    if (!value->empty()) {
-      etcd.insert(key, *value);
-    }
-  }
-  toml::table state{{"etcd", std::move(etcd)}, {"gossip", std::move(gossip)}};
-  // The cluster token: where it comes from, never its value.
-  toml::table cluster;
-  if (!c.cluster.token_file.empty()) {
-    cluster.insert("token_file", c.cluster.token_file);
-  }
-  if (!c.cluster.token_env.env_name().empty()) {
-    cluster.insert("token_env", c.cluster.token_env.env_name());
-  }
-  toml::table tls{{"require_client_cert", c.tls.require_client_cert}};
-  for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"ca_file", &c.tls.ca_file},
-                                   {"cert_file", &c.tls.cert_file},
-                                   {"key_file", &c.tls.key_file}}) {
-    if (!value->empty()) {
-      tls.insert(key, *value);
-    }
-  }
-  toml::array gpus;
-  for (uint32_t g2 : c.engine.gpus) {
-    gpus.push_back(static_cast<int64_t>(g2));
-  }
-  toml::table engine{{"kind", c.engine.kind},
-                     {"model", c.engine.model},
-                     {"port", c.engine.port},
-                     {"host", c.engine.host},
-                     {"served_name", c.engine.served_name},
-                     {"tensor_parallel", c.engine.tensor_parallel},
-                     {"extra_args", to_array(c.engine.extra_args)},
-                     {"kv_offload", c.engine.kv_offload},
-                     {"gpus", std::move(gpus)},
-                     {"role", c.engine.role},
-                     {"pd_transfer_backend", c.engine.pd_transfer_backend},
-                     {"nixl_side_channel_host", c.engine.nixl_side_channel_host},
-                     {"nixl_side_channel_port", c.engine.nixl_side_channel_port},
-                     {"parallel_slots", c.engine.parallel_slots},
-                     {"page_size", c.engine.page_size},
-                     {"kv_events", c.engine.kv_events},
-                     {"kv_events_port", c.engine.kv_events_port}};
-  // Only meaningful (and only valid) for kind = "external".
-  if (!c.engine.url.empty()) {
-    engine.insert("url", c.engine.url);
-  }
-  if (!c.engine.attach_kind.empty()) {
-    engine.insert("attach_kind", c.engine.attach_kind);
-  }
-  toml::table root{{"log", toml::table{{"level", c.log.level}, {"file", c.log.file}}},
-                   {"router", std::move(router)},
-                   {"cluster", std::move(cluster)},
-                   {"tls", std::move(tls)},
-                   {"state", std::move(state)},
-                   {"agent", toml::table{{"node_id", c.agent.node_id},
-                                         {"listen", c.agent.listen},
-                                         {"watt_limit", c.agent.watt_limit},
-                                         {"state_backend", c.agent.state_backend},
-                                         {"publish_interval_ms", c.agent.publish_interval_ms},
-                                         {"max_published_prefixes", c.agent.max_published_prefixes},
-                                         {"engine_metrics", c.agent.engine_metrics},
-                                         {"grpc_listen", c.agent.grpc_listen},
-                                         {"scrape_interval_ms", c.agent.scrape_interval_ms},
-                                         {"probe_interval_ms", c.agent.probe_interval_ms},
-                                         {"restart_backoff_initial_ms", c.agent.restart_backoff_initial_ms},
-                                         {"restart_backoff_max_ms", c.agent.restart_backoff_max_ms},
-                                         {"stop_grace_ms", c.agent.stop_grace_ms},
-                                         {"engine_outlives_agent", c.agent.engine_outlives_agent}}},
-                   {"engine", std::move(engine)}};
   std::ostringstream out;
-  out << toml::toml_formatter{root};
+  out << toml::toml_formatter{schema().write(c)};
   out << '\n';
   return out.str();
 }

@@ -16,6 +16,7 @@
 
 #include "core/config_reader.h"
 #include "core/result.h"
+#include "core/routing_defaults.h"
 
 namespace cgn::config {
 
@@ -23,6 +24,7 @@ namespace cgn::config {
 struct LogConfig {
   std::string level = "info";  // trace|debug|info|warn|error|off
   std::string file;            // empty: stderr
+  bool operator==(const LogConfig&) const = default;
 };
 
 // [router.limits]: bounds on what a client may send.
@@ -34,12 +36,14 @@ struct LimitsConfig {
   uint32_t max_connections = 4096;         // open client connections; one more gets 503
   uint64_t max_buffered_bytes = 1u << 30;  // request bodies in memory, all connections; over: 503
   uint32_t reject_log_interval_s = 10;     // one "request refused" line per client address per interval
+  bool operator==(const LimitsConfig&) const = default;
 };
 
 // [router.metrics]: who may read /metrics.
 struct MetricsConfig {
   std::string listen;  // HOST:PORT of a listener serving only /metrics; empty: the API listener serves it
   Secret key;          // from the variable named by key_env: bearer token /metrics then requires
+  bool operator==(const MetricsConfig&) const = default;
 };
 
 // [router.timeouts], milliseconds.
@@ -57,38 +61,44 @@ struct TimeoutsConfig {
   // tried again after this long. Polled (static) nodes come back sooner when a poll answers;
   // etcd and gossip nodes, which are not polled, rely on this.
   uint32_t passive_retry_ms = 5000;
+  bool operator==(const TimeoutsConfig&) const = default;
 };
 
 // [router.routing.weights]: the TTFT estimate (docs/design/principles.md), all in milliseconds.
+// Defaults: core/routing_defaults.h (shared with the routing core's RoutingPolicy).
 struct ScoreWeights {
-  double prefill_ms_per_block = 4.0;     // cost to prefill one uncached block
-  double queue_ms_per_request = 50.0;    // per request waiting in the node's queue
-  double running_ms_per_request = 8.0;   // per request the node is running
-  double inflight_prefill_weight = 1.0;  // multiplier on blocks the router sent but not yet finished
-  double kv_pressure_ms = 200.0;         // added at 100% KV use, linear below
-  double power_penalty_ms = 500.0;       // added when the node is over its soft watt_limit
-  double ram_tier_credit = 0.75;         // a block only in cgn-kvcached RAM counts this much
-  double ssd_tier_credit = 0.25;         // a block only on the cgn-kvcached SSD tier
-  double temperature = 0.0;              // 0: pick the lowest score; >0: softmax sampling
+  double prefill_ms_per_block = routing_defaults::kPrefillMsPerBlock;
+  double queue_ms_per_request = routing_defaults::kQueueMsPerRequest;
+  double running_ms_per_request = routing_defaults::kRunningMsPerRequest;
+  double inflight_prefill_weight = routing_defaults::kInflightPrefillWeight;
+  double uncached_weight = routing_defaults::kUncachedWeight;
+  double kv_knee = routing_defaults::kKvKnee;
+  double kv_pressure_ms = routing_defaults::kKvPressureMs;
+  double power_penalty_ms = routing_defaults::kPowerPenaltyMs;
+  double ram_tier_credit = routing_defaults::kRamTierCredit;
+  double ssd_tier_credit = routing_defaults::kSsdTierCredit;
+  double temperature = routing_defaults::kTemperatureMs;
+  bool operator==(const ScoreWeights&) const = default;
 };
 
 // [router.routing.load_guard]: filters applied before overlap is considered.
 struct LoadGuardConfig {
-  uint32_t max_queue_depth = 64;  // a node with a deeper queue is not eligible
-  double max_kv_used = 0.97;      // a node above this KV-use ratio is not eligible
-  uint32_t spread_min_gap = 8;    // spread rule: busiest - least busy queue depth ...
-  double spread_ratio = 4.0;      // ... and busiest / max(1, least busy) both above these
+  uint32_t max_queue_depth = routing_defaults::kMaxQueueDepth;
+  double max_kv_used = routing_defaults::kMaxKvUsed;
+  uint32_t spread_min_gap = routing_defaults::kSpreadMinGap;
+  double spread_ratio = routing_defaults::kSpreadRatio;
+  bool operator==(const LoadGuardConfig&) const = default;
 };
 
 // [router.routing]
 struct RoutingConfig {
-  uint32_t block_bytes = 256;  // digest block size: a multiple of 64 in [64, 1024]
-  uint32_t index_ttl_s = 120;  // optimistic index entries expire unless confirmed
-  // Polled (static) nodes whose state is older than this leave routing; 0 = never.
-  uint32_t max_staleness_ms = 30000;
-  uint64_t index_max_entries = 4u << 20;
+  uint32_t block_bytes = routing_defaults::kBlockBytes;
+  uint32_t index_ttl_s = routing_defaults::kIndexTtlS;
+  uint32_t max_staleness_ms = routing_defaults::kMaxStalenessMs;
+  uint64_t index_max_entries = routing_defaults::kIndexMaxEntries;  // 0: from the engines' capacity
   ScoreWeights weights;
   LoadGuardConfig load_guard;
+  bool operator==(const RoutingConfig&) const = default;
 };
 
 // [router.admission.models."<model>"]: overrides of the default cap for one model.
@@ -96,6 +106,7 @@ struct ModelAdmission {
   std::optional<uint32_t> max_queue;          // both roles
   std::optional<uint32_t> prefill_max_queue;  // role-specific, wins over max_queue
   std::optional<uint32_t> decode_max_queue;
+  bool operator==(const ModelAdmission&) const = default;
 };
 
 // [router.admission]
@@ -106,6 +117,7 @@ struct AdmissionConfig {
 
   // The cap for (model, role) where role is "prefill", "decode" or "both".
   uint32_t max_queue_for(std::string_view model, std::string_view role) const;
+  bool operator==(const AdmissionConfig&) const = default;
 };
 
 // [router.disaggregation]: prefill/decode serving (docs/architecture/disaggregation.md).
@@ -113,6 +125,7 @@ struct DisaggregationConfig {
   // When a model has prefill/decode nodes but no prefill node is eligible: "aggregated" serves
   // the whole request on a decode (or both) node; "reject" answers 503.
   std::string fallback = "aggregated";
+  bool operator==(const DisaggregationConfig&) const = default;
 };
 
 // [[router.nodes]]: static nodes (state_backend = "static", or extra bare endpoints).
@@ -123,6 +136,7 @@ struct NodeConfig {
   std::vector<std::string> models;  // empty: learned from the node (/v1/models)
   std::string agent;                // HOST:PORT of the node's cgn-agent gRPC service; empty: a bare engine
   std::string engine = "vllm";      // kNodeEngines: which /metrics mapping the static backend scrapes
+  bool operator==(const NodeConfig&) const = default;
 };
 
 // [router]
@@ -144,6 +158,7 @@ struct RouterConfig {
 
   // API keys from the environment, split at commas and trimmed (empty when none).
   std::vector<std::string> api_keys_from_env() const;
+  bool operator==(const RouterConfig&) const = default;
 };
 
 // [state.etcd]
@@ -160,6 +175,7 @@ struct EtcdConfig {
   // password_env. Both or neither.
   std::string username;
   Secret password;
+  bool operator==(const EtcdConfig&) const = default;
 };
 
 // [state.gossip]
@@ -174,6 +190,7 @@ struct GossipConfig {
   // No key at all: packets are unsigned and anyone who reaches the port can join. Refused unless
   // this says so (logged as a warning at start).
   bool insecure = false;
+  bool operator==(const GossipConfig&) const = default;
 };
 
 // [cluster]: the credential the router presents to agents (docs/security.md). A token file holds
@@ -183,6 +200,7 @@ struct ClusterConfig {
   std::string token_file;
   Secret token_env;                 // from the variable named by token_env
   std::vector<std::string> tokens;  // read from either at load (never printed); empty: none
+  bool operator==(const ClusterConfig&) const = default;
 };
 
 // [tls]: the one TLS block for the links inside the cluster: every gRPC server and channel (the
@@ -197,12 +215,14 @@ struct TlsConfig {
   // then stands in for the cluster token.
   bool require_client_cert = true;
   bool enabled() const { return !cert_file.empty(); }
+  bool operator==(const TlsConfig&) const = default;
 };
 
 // [state]
 struct StateConfig {
   EtcdConfig etcd;
   GossipConfig gossip;
+  bool operator==(const StateConfig&) const = default;
 };
 
 // [agent]
@@ -221,6 +241,7 @@ struct AgentConfig {
   uint32_t publish_interval_ms = 250;          // etcd: at most one KV-prefix txn per interval
   uint32_t max_published_prefixes = 4096;      // etcd: cap on live KV prefix keys (also capacity-bound)
   bool engine_metrics = true;                  // /metrics also relays the engine's own exposition
+  bool operator==(const AgentConfig&) const = default;
 };
 
 // [engine]
@@ -252,10 +273,14 @@ struct EngineConfig {
   // tcp://*:kv_events_port, the agent subscribes and withdraws evicted prefixes. Off by default.
   bool kv_events = false;
   uint16_t kv_events_port = 5557;
+  bool operator==(const EngineConfig&) const = default;
 };
 
 struct CognitoraConfig {
   std::string source;  // file name (or source_name) it was loaded from
+  // Top-level state_backend, empty when the file has none. When set it is the value of
+  // router.state_backend and agent.state_backend; a different value in either is an error.
+  std::string state_backend;
   LogConfig log;
   RouterConfig router;
   ClusterConfig cluster;
@@ -263,6 +288,7 @@ struct CognitoraConfig {
   StateConfig state;
   AgentConfig agent;
   EngineConfig engine;
+  bool operator==(const CognitoraConfig&) const = default;
 };
 
 inline constexpr std::string_view kRoutingPolicies[] = {"kv", "round_robin", "random", "least_load",

@@ -71,6 +71,7 @@ class Secret {
   const std::string& env_name() const { return env_name_; }
   // "<redacted>" or "<unset>", for dumps and logs.
   std::string redacted() const { return value_.empty() ? "<unset>" : "<redacted>"; }
+  bool operator==(const Secret&) const = default;
 
  private:
   std::string value_;
@@ -130,6 +131,11 @@ class TableReader {
   const std::string& path() const { return path_; }
   ConfigContext& context() { return ctx_; }
   bool has(std::string_view key) const { return table_.contains(key); }
+  // Whether the nested table `table` holds `key` (read or not), for rules spanning sections.
+  bool has_in(std::string_view table, std::string_view key) const {
+    const auto* t = table_.get_as<toml::table>(table);
+    return t != nullptr && t->contains(key);
+  }
   // True when the key is present and a TOML boolean (for keys that also accept an older form).
   bool holds_bool(std::string_view key) const {
     const auto* n = table_.get(key);

@@ -340,6 +340,34 @@ TEST(Config, EnumsListTheAllowedValues) {
             "got \"vLLM\"");
 }
 
+TEST(Config, TopLevelStateBackendAppliesToRouterAndAgent) {
+  auto r = load("state_backend = \"etcd\"\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->router.state_backend, "etcd");
+  EXPECT_EQ(r->agent.state_backend, "etcd");
+  auto same = load("state_backend = \"gossip\"\n[router]\nstate_backend = \"gossip\"\n");
+  ASSERT_TRUE(same.ok()) << same.error().message;
+  EXPECT_EQ(same->agent.state_backend, "gossip");
+  EXPECT_EQ(error_of("state_backend = \"etcd\"\n[agent]\nstate_backend = \"gossip\"\n"),
+            "cognitora.toml:1:17: key 'state_backend' is \"etcd\" but 'agent.state_backend' is \"gossip\"; "
+            "give one "
+            "value or set it in one place");
+  EXPECT_EQ(error_of("state_backend = \"consul\"\n"),
+            "cognitora.toml:1:17: key 'state_backend' expected one of static|etcd|gossip, got \"consul\"");
+  auto back = load(dump_config(*r));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->state_backend, "etcd");
+}
+
+TEST(Config, IndexMaxEntriesIsZeroForAutoOrAtLeast1024) {
+  EXPECT_EQ(load("").value().router.routing.index_max_entries, 0u);
+  EXPECT_EQ(load("[router.routing]\nindex_max_entries = 5000\n").value().router.routing.index_max_entries,
+            5000u);
+  EXPECT_EQ(error_of("[router.routing]\nindex_max_entries = 10\n"),
+            "cognitora.toml:2:21: key 'router.routing.index_max_entries' expected 0 (sized from the engines' "
+            "capacity) or a value in [1024, 4294967296], got 10");
+}
+
 TEST(Config, AddressesAreValidated) {
   for (const char* bad : {"localhost", ":80", "host:", "host:65536", "host:8o", "a b:1", "[::1:80"}) {
     EXPECT_EQ(error_of(fmt::format("[router]\nlisten = \"{}\"\n", bad)),

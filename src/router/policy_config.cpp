@@ -10,19 +10,19 @@ routing::RoutingPolicy policy_from_config(const config::RouterConfig& cfg) {
   const auto& w = cfg.routing.weights;
   auto& s = p.weights;
   s.block_bytes = cfg.routing.block_bytes;
-  const double tokens_per_block = s.block_bytes / s.bytes_per_token;
   // prefill_ms_per_block is a cost per block; the core wants a speed in tokens per second.
   s.prefill_tokens_per_s =
-      w.prefill_ms_per_block > 0 ? tokens_per_block / (w.prefill_ms_per_block / 1000.0) : 1e12;
-  s.queue_seconds = w.queue_ms_per_request / 1000.0;
-  s.running_seconds = w.running_ms_per_request / 1000.0;
-  // The config documents KV pressure as "added at 100% KV use, linear below": a knee at 0.
-  s.kv_knee = 0.0;
-  s.kv_pressure_seconds = w.kv_pressure_ms / 1000.0;
-  s.watt_penalty_seconds = w.power_penalty_ms / 1000.0;
+      routing_defaults::prefill_tokens_per_s(w.prefill_ms_per_block, s.block_bytes, s.bytes_per_token);
+  s.queue_seconds = routing_defaults::ms_to_s(w.queue_ms_per_request);
+  s.running_seconds = routing_defaults::ms_to_s(w.running_ms_per_request);
+  s.inflight_prefill_weight = w.inflight_prefill_weight;
+  s.uncached_weight = w.uncached_weight;
+  s.kv_knee = w.kv_knee;
+  s.kv_pressure_seconds = routing_defaults::ms_to_s(w.kv_pressure_ms);
+  s.watt_penalty_seconds = routing_defaults::ms_to_s(w.power_penalty_ms);
   s.credit.ram = static_cast<float>(w.ram_tier_credit);
   s.credit.ssd = static_cast<float>(w.ssd_tier_credit);
-  p.temperature_s = w.temperature / 1000.0;
+  p.temperature_s = routing_defaults::ms_to_s(w.temperature);
   const auto& g = cfg.routing.load_guard;
   p.guard.max_queue_depth = g.max_queue_depth;
   p.guard.max_kv_used = g.max_kv_used;
@@ -35,6 +35,7 @@ routing::RoutingPolicy policy_from_config(const config::RouterConfig& cfg) {
 routing::IndexConfig index_from_config(const config::RouterConfig& cfg) {
   routing::IndexConfig c;
   c.optimistic_ttl = static_cast<Nanos>(cfg.routing.index_ttl_s) * kNanosPerSecond;
+  c.max_entries = cfg.routing.index_max_entries;
   return c;
 }
 
@@ -52,6 +53,9 @@ std::string describe_policy_change(const routing::RoutingPolicy& a, const routin
   add("prefill_tokens_per_s", a.weights.prefill_tokens_per_s, b.weights.prefill_tokens_per_s);
   add("queue_seconds", a.weights.queue_seconds, b.weights.queue_seconds);
   add("running_seconds", a.weights.running_seconds, b.weights.running_seconds);
+  add("inflight_prefill_weight", a.weights.inflight_prefill_weight, b.weights.inflight_prefill_weight);
+  add("uncached_weight", a.weights.uncached_weight, b.weights.uncached_weight);
+  add("kv_knee", a.weights.kv_knee, b.weights.kv_knee);
   add("kv_pressure_seconds", a.weights.kv_pressure_seconds, b.weights.kv_pressure_seconds);
   add("watt_penalty_seconds", a.weights.watt_penalty_seconds, b.weights.watt_penalty_seconds);
   add("ram_credit", a.weights.credit.ram, b.weights.credit.ram);

@@ -13,6 +13,9 @@ TEST(PolicyConfig, MapsMillisecondWeightsToTheCoreUnits) {
   cfg.routing.weights.queue_ms_per_request = 50;
   cfg.routing.weights.running_ms_per_request = 8;
   cfg.routing.weights.kv_pressure_ms = 200;
+  cfg.routing.weights.kv_knee = 0.5;
+  cfg.routing.weights.uncached_weight = 3;
+  cfg.routing.weights.inflight_prefill_weight = 0.25;
   cfg.routing.weights.temperature = 10;
   cfg.routing.load_guard.spread_min_gap = 5;
   cfg.routing.load_guard.spread_ratio = 3;
@@ -25,7 +28,9 @@ TEST(PolicyConfig, MapsMillisecondWeightsToTheCoreUnits) {
   EXPECT_DOUBLE_EQ(p.weights.queue_seconds, 0.05);
   EXPECT_DOUBLE_EQ(p.weights.running_seconds, 0.008);
   EXPECT_DOUBLE_EQ(p.weights.kv_pressure_seconds, 0.2);
-  EXPECT_DOUBLE_EQ(p.weights.kv_knee, 0.0);
+  EXPECT_DOUBLE_EQ(p.weights.kv_knee, 0.5);
+  EXPECT_DOUBLE_EQ(p.weights.uncached_weight, 3);
+  EXPECT_DOUBLE_EQ(p.weights.inflight_prefill_weight, 0.25);
   EXPECT_DOUBLE_EQ(p.temperature_s, 0.01);
   EXPECT_DOUBLE_EQ(p.guard.spread_abs, 5);
   EXPECT_DOUBLE_EQ(p.guard.spread_rel, 3);
@@ -38,9 +43,21 @@ TEST(PolicyConfig, DescribesOnlyWhatChanged) {
   config::RouterConfig b = a;
   EXPECT_EQ(describe_policy_change(policy_from_config(a), policy_from_config(b)), "");
   b.policy = "round_robin";
-  b.routing.weights.queue_ms_per_request = 100;
+  b.routing.weights.queue_ms_per_request = 50;
   EXPECT_EQ(describe_policy_change(policy_from_config(a), policy_from_config(b)),
-            "policy kv -> round_robin, queue_seconds 0.05 -> 0.1");
+            "policy kv -> round_robin, queue_seconds 0.1 -> 0.05");
+}
+
+// cgn-bench sim runs a default RoutingPolicy and IndexConfig (bench_harness/cluster_sim.h);
+// cgn-router runs policy_from_config of its configuration. With no configuration the two must
+// be the same policy, or the benchmark measures something the router does not ship.
+TEST(PolicyConfig, DefaultRouterConfigIsTheBenchmarkedPolicy) {
+  const config::RouterConfig defaults;
+  const routing::RoutingPolicy router = policy_from_config(defaults);
+  const routing::RoutingPolicy bench;
+  EXPECT_EQ(describe_policy_change(bench, router), "");
+  EXPECT_TRUE(router == bench);
+  EXPECT_EQ(index_from_config(defaults).optimistic_ttl, routing::IndexConfig{}.optimistic_ttl);
 }
 
 }  // namespace

@@ -93,6 +93,8 @@ struct Upsert {
 };
 
 struct PrefixIndex::Impl {
+  // The node's least recently touched entry (kNil when it holds none).
+  uint32_t lru_entry(const NodeLists& nl) const;
   void remove_entry(uint32_t eid, size_t& live_entries, size_t& live_records);
   void upsert_one(NodeIndex node, const Digest& d, Nanos now, Upsert u, size_t& live_entries,
                   size_t& live_records);
@@ -307,6 +309,7 @@ void PrefixIndex::set_config(const IndexConfig& config) {
   for (size_t n = 0; n < impl_->nodes.size(); ++n) {
     set_node_capacity(static_cast<NodeIndex>(n), impl_->nodes[n].capacity);
   }
+  enforce_max_entries();
 }
 
 uint32_t PrefixIndex::node_capacity(NodeIndex node) const {
@@ -344,18 +347,34 @@ void PrefixIndex::set_node_capacity(NodeIndex node, uint32_t capacity) {
   nl.capacity = capacity;
   const uint32_t cap = node_capacity(node);
   while (nl.total() > cap) {
-    List& opt = nl.lists[0];
-    List& conf = nl.lists[1];
-    uint32_t victim;
-    if (conf.tail == kNil) {
-      victim = opt.tail;
-    } else if (opt.tail == kNil) {
-      victim = conf.tail;
-    } else {
-      // Least recently touched goes first; on a tie the guess goes before the confirmed entry.
-      victim = im.entries[opt.tail].touched_at <= im.entries[conf.tail].touched_at ? opt.tail : conf.tail;
+    im.remove_entry(im.lru_entry(nl), live_entries_, live_records_);
+  }
+}
+
+uint32_t PrefixIndex::Impl::lru_entry(const NodeLists& nl) const {
+  const List& opt = nl.lists[0];
+  const List& conf = nl.lists[1];
+  if (conf.tail == kNil) {
+    return opt.tail;
+  }
+  if (opt.tail == kNil) {
+    return conf.tail;
+  }
+  // Least recently touched goes first; on a tie the guess goes before the confirmed entry.
+  return entries[opt.tail].touched_at <= entries[conf.tail].touched_at ? opt.tail : conf.tail;
+}
+
+void PrefixIndex::enforce_max_entries() {
+  auto& im = *impl_;
+  while (config_.max_entries != 0 && live_entries_ > config_.max_entries) {
+    // The node holding the most entries gives up its least recently touched one.
+    size_t fullest = 0;
+    for (size_t n = 1; n < im.nodes.size(); ++n) {
+      if (im.nodes[n].total() > im.nodes[fullest].total()) {
+        fullest = n;
+      }
     }
-    im.remove_entry(victim, live_entries_, live_records_);
+    im.remove_entry(im.lru_entry(im.nodes[fullest]), live_entries_, live_records_);
   }
 }
 
@@ -414,6 +433,7 @@ void PrefixIndex::record_optimistic(NodeIndex node, std::span<const Digest> dige
                   live_records_);
   }
   set_node_capacity(node, im.nodes[node].capacity);
+  enforce_max_entries();
 }
 
 void PrefixIndex::confirm(NodeIndex node, std::span<const Digest> digests, Tier tier, Nanos now) {
@@ -424,6 +444,7 @@ void PrefixIndex::confirm(NodeIndex node, std::span<const Digest> digests, Tier 
                   live_records_);
   }
   set_node_capacity(node, im.nodes[node].capacity);
+  enforce_max_entries();
 }
 
 void PrefixIndex::remove(NodeIndex node, std::span<const Digest> digests) {

@@ -20,6 +20,7 @@
 
 #include "core/clock.h"
 #include "core/digest_types.h"
+#include "core/routing_defaults.h"
 #include "routing/types.h"
 
 namespace cgn::routing {
@@ -27,12 +28,16 @@ namespace cgn::routing {
 struct IndexConfig {
   // Optimistic entries not confirmed within this time are dropped (Dynamo's approximate mode
   // uses 120 s).
-  Nanos optimistic_ttl = 120 * kNanosPerSecond;
+  Nanos optimistic_ttl = static_cast<Nanos>(routing_defaults::kIndexTtlS) * kNanosPerSecond;
   // Expired optimistic entries are removed by a sweep at most this often; a lookup may see an
   // entry up to this long after its expiry.
   Nanos sweep_interval = 250 * kNanosPerMilli;
   // Per-node capacity in digest blocks when the node's total_blocks is unknown (0).
   uint32_t default_node_capacity = 16384;
+  // Cap on (digest, node) entries over all nodes; over it, the node holding the most entries
+  // loses its least recently touched one. 0: no cap beyond the per-node capacities, so the index
+  // is sized from the engines' capacity (the sum of every node's digest capacity).
+  uint64_t max_entries = routing_defaults::kIndexMaxEntries;
   // Mixed into the table hash (not into the digests) so crafted prompts cannot aim many
   // digests at one probe chain. Decisions never depend on it.
   uint64_t hash_seed = 0x6367'6e5f'7072'6678ull;
@@ -41,10 +46,11 @@ struct IndexConfig {
 // Credit per held block, by tier and state (docs/design/principles.md: engine 1.0, RAM 0.75, SSD 0.25).
 struct TierCredit {
   float engine = 1.0F;
-  float ram = 0.75F;
-  float ssd = 0.25F;
+  float ram = routing_defaults::kRamTierCredit;
+  float ssd = routing_defaults::kSsdTierCredit;
   // Multiplies the credit of an optimistic (unconfirmed) entry.
   float optimistic = 1.0F;
+  bool operator==(const TierCredit&) const = default;
 
   float of(Tier t, EntryState s) const {
     const float base = t == Tier::kEngine ? engine : (t == Tier::kRam ? ram : ssd);
@@ -123,6 +129,8 @@ class PrefixIndex {
   size_t live_entries_ = 0;
   size_t live_records_ = 0;
   Nanos next_sweep_ = 0;
+
+  void enforce_max_entries();
 };
 
 // The documented capacity rule (docs/architecture/routing.md): the number of digest blocks a

@@ -159,6 +159,31 @@ TEST(PrefixIndex, DefaultCapacityAppliesWhenUnknown) {
   EXPECT_EQ(idx.node_entries(2), 3u);
 }
 
+// [router.routing] index_max_entries: over the cap the node holding the most entries loses its
+// least recently touched one; 0 leaves only the per-node capacities.
+TEST(PrefixIndex, MaxEntriesCapsTheWholeIndexAtTheFullestNode) {
+  IndexConfig cfg;
+  cfg.max_entries = 6;
+  PrefixIndex idx(cfg);
+  const auto a = digests(11, 5);
+  const auto b = digests(12, 2);
+  idx.record_optimistic(0, a, 0);
+  idx.record_optimistic(1, b, kSec);
+  EXPECT_EQ(idx.entries(), 6u);
+  EXPECT_EQ(idx.node_entries(0), 4u);
+  EXPECT_EQ(idx.node_entries(1), 2u);
+  EXPECT_TRUE(idx.holds(0, a[0]));
+  EXPECT_FALSE(idx.holds(0, a[4]));  // the tail of node 0's prompt went first
+  cfg.max_entries = 3;
+  idx.set_config(cfg);  // a lower cap applies at once
+  EXPECT_EQ(idx.entries(), 3u);
+  cfg.max_entries = 0;
+  idx.set_config(cfg);
+  idx.record_optimistic(0, a, 2 * kSec);
+  idx.record_optimistic(1, b, 2 * kSec);
+  EXPECT_EQ(idx.entries(), 7u);
+}
+
 TEST(PrefixIndex, ClearAndRemoveDropRecordsWithTheirLastHolder) {
   PrefixIndex idx;
   const auto d = digests(11, 5);

@@ -133,7 +133,8 @@ double RoutingCore::estimate(const Slot& s, uint64_t prompt_tokens, float credit
   const double decoding =
       static_cast<double>(s.inflight_requests - std::min(s.inflight_requests, s.inflight_prefills));
   const double wait =
-      std::max(n.queue_depth * w.queue_seconds, static_cast<double>(s.inflight_prefill_tokens) / rate) +
+      std::max(n.queue_depth * w.queue_seconds,
+               static_cast<double>(s.inflight_prefill_tokens) * w.inflight_prefill_weight / rate) +
       std::max(n.running, decoding) * w.running_seconds;
   double kv = 0;
   if (n.kv_used_ratio > w.kv_knee && w.kv_knee < 1.0) {

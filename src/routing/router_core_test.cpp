@@ -866,6 +866,26 @@ TEST(Dispatch, InFlightPrefillIsTheUncachedPartAndIsReleased) {
   EXPECT_EQ(f.core.inflight_requests(a), 0u);
 }
 
+// [router.routing.weights] inflight_prefill_weight: how much this router's own in-flight prefill
+// tokens to a node count as wait there (0: not at all).
+TEST(Dispatch, InFlightPrefillWeightScalesTheRoutersOwnBacklog) {
+  for (const double weight : {0.0, 1.0, 2.5}) {
+    RoutingPolicy p;
+    p.weights.inflight_prefill_weight = weight;
+    Fleet f(p);
+    const NodeIndex a = f.add("a");
+    RouteRequest sent = request_for(digests(23, 10));
+    sent.prompt_tokens = 640;
+    f.core.record_dispatch(a, sent);  // 640 uncached tokens in flight to a
+    RouteRequest next = request_for(digests(24, 10));
+    next.prompt_tokens = 640;
+    auto res = f.core.decide(next);
+    ASSERT_TRUE(res.ok());
+    const double rate = p.weights.prefill_tokens_per_s;
+    EXPECT_NEAR(res->ranked[0].ttft_s, 640 / rate + 640 * weight / rate, 1e-9) << weight;
+  }
+}
+
 TEST(Dispatch, TicketsOfARemovedNodeAreVoid) {
   Fleet f;
   const NodeIndex a = f.add("a");
