@@ -3,6 +3,8 @@
 #   - cgn_cluster (the cluster contract) links only cgn_core, cgn_routing and the generated
 #     protobuf library cgn_proto_cognitora, and what those link;
 #   - no state backend (cgn_state*) and no router library or binary links cgn_agent;
+#   - cgn_agent reaches the backends only through their registry (cgn_state), never one backend's
+#     library directly;
 #   - cgn_routing and cgn_core link no module above them.
 # Run: cmake -DGRAPH=build/link_graph.cmake -P cmake/check_layering.cmake
 cmake_minimum_required(VERSION 3.25)
@@ -80,6 +82,13 @@ only(cgn_cluster cgn_core cgn_routing cgn_proto_cognitora)
 foreach(t ${CGN_TARGETS})
   if(t MATCHES "^cgn_state" OR t MATCHES "^cgn_router" OR t STREQUAL "cgn-router")
     forbid(${t} cgn_agent)
+  endif()
+endforeach()
+direct_links(cgn_agent _agent_links)
+foreach(l ${_agent_links})
+  if(l MATCHES "^cgn_state_")
+    message(SEND_ERROR "layering: cgn_agent must reach ${l} through the backend registry (cgn_state), "
+                       "not link it directly")
   endif()
 endforeach()
 message(STATUS "layering: ${CMAKE_CURRENT_LIST_FILE}: rules hold")

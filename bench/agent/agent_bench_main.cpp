@@ -23,10 +23,10 @@
 #include <random>
 #include <thread>
 
-#include "agent/etcd_publisher.h"
 #include "core/digest.h"
 #include "core/http/client.h"
 #include "state/etcd/etcd_client.h"
+#include "state/etcd/etcd_publisher.h"
 #include "testing/etcd_server.h"
 #include "testing/process.h"
 
@@ -251,7 +251,7 @@ int run_etcd(size_t nodes, double rps, double seconds, int interval_ms, const st
   cgn::etcd::EtcdClientOptions eo;
   eo.endpoints = {server.endpoint()};
   struct Node {
-    std::unique_ptr<cgn::agent::EtcdPublisher> pub;
+    std::unique_ptr<cgn::state::EtcdPublisher> pub;
     std::shared_ptr<cgn::etcd::EtcdClient> client;
     std::atomic<double> queue{0};
     uint64_t requests = 0;
@@ -262,7 +262,7 @@ int run_etcd(size_t nodes, double rps, double seconds, int interval_ms, const st
   for (size_t i = 0; i < nodes; ++i) {
     auto n = std::make_unique<Node>();
     n->client = *cgn::etcd::EtcdClient::create(eo);
-    cgn::agent::PublisherOptions po;
+    cgn::state::PublisherOptions po;
     po.node_id = fmt::format("bench-{}", i);
     po.flush_interval = std::chrono::milliseconds(interval_ms);
     po.lease_ttl_s = 5;
@@ -280,7 +280,7 @@ int run_etcd(size_t nodes, double rps, double seconds, int interval_ms, const st
       r.queue_depth = raw->queue.load();
       return r;
     };
-    n->pub = std::make_unique<cgn::agent::EtcdPublisher>(n->client, po);
+    n->pub = std::make_unique<cgn::state::EtcdPublisher>(n->client, po);
     n->pub->start();
     ns.push_back(std::move(n));
   }
@@ -290,7 +290,7 @@ int run_etcd(size_t nodes, double rps, double seconds, int interval_ms, const st
         return std::all_of(ns.begin(), ns.end(), [](auto& n) { return n->pub->stats().reconciles >= 1; });
       },
       20s);
-  std::vector<cgn::agent::PublisherStats> before;
+  std::vector<cgn::state::PublisherStats> before;
   for (auto& n : ns) {
     before.push_back(n->pub->stats());
   }

@@ -1,8 +1,11 @@
 #include "agent/agent_options.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+
+#include "state/backends.h"
 
 namespace cgn::agent {
 
@@ -113,10 +116,10 @@ Result<AgentSetup, OptionsError> parse_agent_options(int argc, const char* const
     agent.node_id = node_id;
   }
   if (!state_backend.empty()) {
-    if (state_backend != "static" && state_backend != "etcd" && state_backend != "gossip") {
-      return make_error(
-          OptionsError::kUsage,
-          fmt::format("--state-backend \"{}\" is not one of static, etcd, gossip", state_backend));
+    if (!state::builtin_backends().find(state_backend)) {
+      return make_error(OptionsError::kUsage,
+                        fmt::format("--state-backend \"{}\" is not one of {}", state_backend,
+                                    fmt::join(state::builtin_backends().names(), ", ")));
     }
     agent.state_backend = state_backend;
   }

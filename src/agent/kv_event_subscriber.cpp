@@ -119,7 +119,7 @@ void KvEventSubscriber::handle(std::span<const std::string> frames) {
   }
   auto batch = decode_kv_event_batch(
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(frames[2].data()), frames[2].size()));
-  KvWithdrawal w;
+  cluster::KvWithdrawal w;
   bool gap = false;
   {
     std::lock_guard lock(mu_);
@@ -191,7 +191,8 @@ Result<std::optional<KvSubscriberOptions>, DriverError> kv_events_subscription(c
   return std::optional<KvSubscriberOptions>(std::move(o));
 }
 
-void add_kv_event_metrics(metrics::Registry& reg, const KvEventSubscriber& sub, const EtcdPublisher* pub) {
+void add_kv_event_metrics(metrics::Registry& reg, const KvEventSubscriber& sub,
+                          const cluster::NodePublisher* pub) {
   auto& events = reg.counter(
       "cgn_agent_kv_events_received_total",
       "KV events received from the engine, by type (stored, removed, cleared, unknown).", {"type"});
@@ -216,13 +217,13 @@ void add_kv_event_metrics(metrics::Registry& reg, const KvEventSubscriber& sub, 
                                "Published prefixes withdrawn oldest-first for BlockRemoved events.")
                        .with({});
   auto last = std::make_shared<KvSubscriberStats>();
-  auto last_pub = std::make_shared<PublisherStats>();
+  auto last_pub = std::make_shared<cluster::WithdrawalStats>();
   (void)reg.add_collect_callback([=, &sub] {
     if (pub != nullptr) {
-      const auto p = pub->stats();
-      w_all.inc(p.kv_event_clears - last_pub->kv_event_clears);
-      w_oldest.inc(p.kv_event_withdrawals - last_pub->kv_event_withdrawals);
-      withdrawn.inc(p.kv_event_withdrawn - last_pub->kv_event_withdrawn);
+      const auto p = pub->withdrawal_stats();
+      w_all.inc(p.clears - last_pub->clears);
+      w_oldest.inc(p.withdrawals - last_pub->withdrawals);
+      withdrawn.inc(p.withdrawn - last_pub->withdrawn);
       *last_pub = p;
     }
     const auto s = sub.stats();

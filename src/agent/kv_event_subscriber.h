@@ -22,8 +22,8 @@
 #include <thread>
 
 #include "agent/driver.h"
-#include "agent/etcd_publisher.h"
 #include "agent/kv_events.h"
+#include "cluster/backend_registry.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/result.h"
@@ -52,7 +52,7 @@ struct KvSubscriberStats {
 };
 
 // What the subscriber asks of the published set; `lost` = a sequence gap (withdraw everything).
-using KvWithdrawalSink = std::function<void(const KvWithdrawal&)>;
+using KvWithdrawalSink = std::function<void(const cluster::KvWithdrawal&)>;
 
 class KvEventSubscriber {
  public:
@@ -92,7 +92,8 @@ Result<std::optional<KvSubscriberOptions>, DriverError> kv_events_subscription(c
                                                                                const LaunchOptions& options);
 
 // cgn_agent_kv_event* counters on the agent's /metrics, refreshed at each scrape; with a
-// publisher, also the withdrawals the events caused.
-void add_kv_event_metrics(metrics::Registry& reg, const KvEventSubscriber& sub, const EtcdPublisher* pub);
+// publisher, also the withdrawals the events caused (cluster::NodePublisher::withdrawal_stats).
+void add_kv_event_metrics(metrics::Registry& reg, const KvEventSubscriber& sub,
+                          const cluster::NodePublisher* pub);
 
 }  // namespace cgn::agent

@@ -635,8 +635,8 @@ std::optional<int64_t> decode_kv_event_seq(std::span<const uint8_t> frame) {
   return static_cast<int64_t>(v);
 }
 
-KvWithdrawal plan_withdrawal(const KvEventBatch& batch) {
-  KvWithdrawal w;
+cluster::KvWithdrawal plan_withdrawal(const KvEventBatch& batch) {
+  cluster::KvWithdrawal w;
   for (const KvEvent& e : batch.events) {
     switch (e.kind) {
       case KvEvent::Kind::kAllCleared:

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cluster/kv_publish_set.h"
 #include "core/result.h"
 
 namespace cgn::agent {
@@ -62,16 +63,7 @@ Result<KvEventBatch, KvDecodeError> decode_kv_event_batch(std::span<const uint8_
 // The 8-byte big-endian sequence frame; nullopt when it is not 8 bytes.
 std::optional<int64_t> decode_kv_event_seq(std::span<const uint8_t> frame);
 
-// What one batch asks of the published set (docs/agent.md "KV events"): withdraw everything
-// (AllBlocksCleared), then withdraw the oldest digests standing for removed_blocks engine blocks
-// (the BlockRemoved events after the last clear).
-struct KvWithdrawal {
-  bool all = false;
-  uint64_t removed_blocks = 0;
-  uint32_t block_size = 0;  // engine tokens per block seen in the batch's BlockStored (0: unknown)
-  bool empty() const { return !all && removed_blocks == 0; }
-};
-
-KvWithdrawal plan_withdrawal(const KvEventBatch& batch);
+// What one batch asks of the published set (cluster::KvWithdrawal).
+cluster::KvWithdrawal plan_withdrawal(const KvEventBatch& batch);
 
 }  // namespace cgn::agent

@@ -50,9 +50,9 @@ TEST_P(KvEventsOverZmq, StoresEvictionsAndClearsReachTheSubscriberInOrder) {
   SimWithEvents sim(GetParam());
   ASSERT_GT(sim.port, 0) << sim.sim.process().log();
   std::mutex mu;
-  std::vector<KvWithdrawal> got;
+  std::vector<cluster::KvWithdrawal> got;
   KvEventSubscriber sub({"tcp://127.0.0.1:" + std::to_string(sim.pub_port), "kv-events"},
-                        [&](const KvWithdrawal& w) {
+                        [&](const cluster::KvWithdrawal& w) {
                           std::lock_guard lock(mu);
                           got.push_back(w);
                         });
@@ -181,7 +181,7 @@ TEST(KvEventsOverZmqLoopback, TheSpawnedEngineDialsTheAgentsListeningSubscriber)
   ASSERT_TRUE(opts.ok() && opts->has_value());
   ASSERT_TRUE((*opts)->bind);
   std::atomic<int> withdrawals{0};
-  KvEventSubscriber sub(**opts, [&](const KvWithdrawal&) { ++withdrawals; });
+  KvEventSubscriber sub(**opts, [&](const cluster::KvWithdrawal&) { ++withdrawals; });
   ASSERT_TRUE(sub.start().ok());
   cgn::testing::EngineSimOptions so;
   so.args = {"--time-scale", "0.01", "--kv-events-config",
@@ -202,7 +202,7 @@ TEST(KvEventsOverZmqLoopback, TheSpawnedEngineDialsTheAgentsListeningSubscriber)
       << sim.log();
   EXPECT_NE(sim.log().find("mode=connect"), std::string::npos) << sim.log();
   // A second listener on the same port is refused with an error naming it.
-  KvEventSubscriber second(**opts, [](const KvWithdrawal&) {});
+  KvEventSubscriber second(**opts, [](const cluster::KvWithdrawal&) {});
   auto st = second.start();
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message.find("listen on tcp://127.0.0.1:"), std::string::npos) << st.error().message;

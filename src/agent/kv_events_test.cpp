@@ -7,7 +7,7 @@
 
 #include "agent/driver.h"
 #include "agent/kv_event_subscriber.h"
-#include "agent/kv_publish_set.h"
+#include "cluster/kv_publish_set.h"
 #include "testing/kv_event_golden.h"
 
 namespace cgn::agent {
@@ -23,6 +23,9 @@ std::vector<uint8_t> unhex(std::string_view h) {
 }
 
 using cgn::testing::kKvEventArrayBatchHex;
+using cluster::digests_for_engine_blocks;
+using cluster::publish_capacity;
+using cluster::PublishedSet;
 
 TEST(KvEventDecoder, ArrayEncodingFromVllmsFieldOrder) {
   const auto bytes = unhex(kKvEventArrayBatchHex);
@@ -252,8 +255,8 @@ constexpr std::string_view kRemoved3 =
     "00";
 
 TEST(KvEventSubscriber, SequenceGapsAndBadMessagesWithdrawEverything) {
-  std::vector<KvWithdrawal> got;
-  KvEventSubscriber sub({"tcp://127.0.0.1:1", ""}, [&](const KvWithdrawal& w) { got.push_back(w); });
+  std::vector<cluster::KvWithdrawal> got;
+  KvEventSubscriber sub({"tcp://127.0.0.1:1", ""}, [&](const cluster::KvWithdrawal& w) { got.push_back(w); });
   sub.handle(message(10, kRemoved3));  // the first seen: no gap
   ASSERT_EQ(got.size(), 1u);
   EXPECT_FALSE(got[0].all);

@@ -1,7 +1,8 @@
 // cgn-agent: flags and configuration -> NodeAgent (engine supervisor + scrape loop), the HTTP data
-// path in front of the engine (AgentProxy) and, with state_backend = "etcd", the publisher of the
-// node record and live KV prefixes (EtcdPublisher) -> wait for SIGTERM/SIGINT, then stop
-// accepting, revoke the lease and stop the engine gracefully.
+// path in front of the engine (AgentProxy) and the state backend's publisher of the node record
+// (and, where the backend carries them, live KV prefixes), found by `state_backend` in the
+// backend registry (src/state/backends.h) -> wait for SIGTERM/SIGINT, then stop accepting, leave
+// the cluster and stop the engine gracefully.
 #include <unistd.h>
 
 #include <chrono>
@@ -15,15 +16,13 @@
 #include "agent/agent_grpc.h"
 #include "agent/agent_options.h"
 #include "agent/agent_proxy.h"
-#include "agent/etcd_publisher.h"
 #include "agent/gpu_identity.h"
 #include "agent/kv_event_subscriber.h"
 #include "agent/node_agent.h"
 #include "core/host_port.h"
 #include "core/log.h"
 #include "core/version.h"
-#include "state/etcd/keys.h"
-#include "state/gossip/gossip_store.h"
+#include "state/backends.h"
 
 namespace {
 
@@ -33,37 +32,6 @@ std::string host_name() {
     return "localhost";
   }
   return buf;
-}
-
-// Publishes the etcd publisher's counters as metrics at every scrape.
-void add_publisher_metrics(cgn::metrics::Registry& reg, cgn::agent::EtcdPublisher& pub) {
-  auto published =
-      reg.gauge("cgn_agent_published_prefixes", "Live KV prefix keys this agent holds in etcd.").with({});
-  auto capacity = reg.gauge("cgn_agent_published_prefixes_capacity",
-                            "Bound on live KV prefix keys (engine capacity in digest blocks, at most 4096).")
-                      .with({});
-  auto up = reg.gauge("cgn_agent_etcd_up", "1 when the last etcd write succeeded.").with({});
-  auto txns = reg.counter("cgn_agent_etcd_txns_total", "Txns the publisher wrote to etcd.").with({});
-  auto failed =
-      reg.counter("cgn_agent_etcd_failed_txns_total", "Txns that failed (kept and retried).").with({});
-  auto& key_family =
-      reg.counter("cgn_agent_etcd_keys_written_total", "KV prefix keys written, by op.", {"op"});
-  auto puts = key_family.with({"put"});
-  auto dels = key_family.with({"delete"});
-  auto reconciles = reg.counter("cgn_agent_etcd_reconciles_total", "Full re-syncs with etcd.").with({});
-  auto last = std::make_shared<cgn::agent::PublisherStats>();
-  (void)reg.add_collect_callback([=, &pub] {
-    const auto s = pub.stats();
-    published.set(static_cast<double>(s.published));
-    capacity.set(static_cast<double>(s.capacity));
-    up.set(s.connected ? 1.0 : 0.0);
-    txns.inc(s.txns - last->txns);
-    failed.inc(s.failed_txns - last->failed_txns);
-    puts.inc(s.keys_put - last->keys_put);
-    dels.inc(s.keys_deleted - last->keys_deleted);
-    reconciles.inc(s.reconciles - last->reconciles);
-    *last = s;
-  });
 }
 
 }  // namespace
@@ -193,28 +161,19 @@ int main(int argc, char** argv) {
   }
   agent::NodeAgent& na = **node;
 
-  std::unique_ptr<agent::EtcdPublisher> publisher;
-  if (ac.state_backend == "etcd") {
-    if (auto st = etcd::keys::check_node_id(node_id); !st) {
-      std::cerr << "cgn-agent: node id \"" << node_id << "\": " << st.error().message << "\n";
-      return 2;
-    }
-    etcd::EtcdClientOptions eo = etcd::client_options_from_config(setup->config.state.etcd);
-    auto client = etcd::EtcdClient::create(eo);
-    if (!client) {
-      std::cerr << "cgn-agent: [state.etcd] endpoints: " << client.error().message << "\n";
-      return 2;
-    }
-    agent::PublisherOptions po;
-    po.node_id = node_id;
-    po.prefix = setup->config.state.etcd.prefix;
-    po.flush_interval = std::chrono::milliseconds(ac.publish_interval_ms);
-    po.lease_ttl_s = setup->config.state.etcd.lease_ttl_s;
-    po.max_prefixes = ac.max_published_prefixes;
-    po.block_bytes = setup->config.router.routing.block_bytes;
-    po.record_source = [&na] { return na.record(); };
-    publisher = std::make_unique<agent::EtcdPublisher>(*client, po);
+  // [agent] state_backend: how the record (and live KV prefixes) reach the routers.
+  auto backend = state::builtin_backends().find(ac.state_backend);
+  if (!backend) {
+    std::cerr << "cgn-agent: [agent] " << backend.error().message << "\n";
+    return 2;
   }
+  auto made = (*backend)->make_publisher(
+      cluster::PublisherParams{setup->config, node_id, [&na] { return na.record(); }});
+  if (!made) {
+    std::cerr << "cgn-agent: " << made.error().message << "\n";
+    return 2;
+  }
+  std::unique_ptr<cluster::NodePublisher> publisher = std::move(*made);
 
   agent::AgentProxyOptions px;
   px.host = listen->first;
@@ -234,7 +193,7 @@ int main(int argc, char** argv) {
                  log::kv("listen", ac.listen), log::kv("grpc_listen", ac.grpc_listen));
   }
   agent::PrefixRecorder recorder;
-  if (publisher) {
+  if (publisher->carries_prefixes()) {
     recorder = [p = publisher.get()](std::span<const Digest> chain) { p->record_prefixes(chain); };
   }
   agent::AgentProxy proxy(
@@ -244,9 +203,7 @@ int main(int argc, char** argv) {
         return agent::EngineHealth{s == cluster::EngineState::kReady, std::string(cluster::to_string(s))};
       },
       recorder);
-  if (publisher) {
-    add_publisher_metrics(proxy.registry(), *publisher);
-  }
+  publisher->attach_metrics(proxy.registry());
   // [engine] kv_events: the engine's KV events withdraw evicted prefixes (docs/agent.md "KV events").
   std::unique_ptr<agent::KvEventSubscriber> kv_events;
   if (auto sub = agent::kv_events_subscription(**driver, setup->launch); !sub) {
@@ -254,11 +211,7 @@ int main(int argc, char** argv) {
     return 2;
   } else if (sub->has_value()) {
     kv_events = std::make_unique<agent::KvEventSubscriber>(
-        **sub, [p = publisher.get()](const agent::KvWithdrawal& w) {
-          if (p != nullptr) {
-            p->withdraw(w);
-          }
-        });
+        **sub, [p = publisher.get()](const cluster::KvWithdrawal& w) { p->withdraw(w); });
     agent::add_kv_event_metrics(proxy.registry(), *kv_events, publisher.get());
     if (auto st = kv_events->start(); !st) {
       std::cerr << "cgn-agent: [engine] kv_events: " << st.error().message << "\n";
@@ -275,32 +228,18 @@ int main(int argc, char** argv) {
   CGN_LOG_INFO(logger, "starting engine", log::kv("driver", setup->driver),
                log::kv("command", agent::render_command(na.command())));
   na.start();
-  if (publisher) {
-    publisher->start();
+  if (auto st = publisher->start(); !st) {
+    std::cerr << "cgn-agent: " << st.error().message << "\n";
+    proxy.stop(std::chrono::milliseconds(0));
+    na.stop();
+    return 2;
   }
-  // state_backend = "gossip": the record goes to [state.gossip] members (src/state/gossip).
-  std::unique_ptr<gossip::RecordPublisher> gossip_publisher;
-  if (ac.state_backend == "gossip") {
-    auto gp = gossip::start_agent_publisher(setup->config, node_id,
-                                            [&na] { return cluster::to_json(na.record()); });
-    if (!gp) {
-      std::cerr << "cgn-agent: [state.gossip]: " << gp.error().message << "\n";
-      proxy.stop(std::chrono::milliseconds(0));
-      na.stop();
-      return 2;
-    }
-    gossip_publisher = std::move(*gp);
-  }
+  CGN_LOG_INFO(logger, "publishing", log::kv("how", publisher->describe()));
   int sig = 0;
   sigwait(&set, &sig);
   CGN_LOG_INFO(logger, "stopping", log::kv("signal", sig));
   proxy.stop(std::chrono::milliseconds(setup->config.router.timeouts.shutdown_grace_ms));
-  if (publisher) {
-    publisher->stop(/*revoke=*/true);  // leave the cluster at once, not after the TTL
-  }
-  if (gossip_publisher) {
-    gossip_publisher->stop();
-  }
+  publisher->stop();  // leave the cluster at once (etcd: revoke the lease, not wait for the TTL)
   na.stop();
   return 0;
 }

@@ -5,8 +5,8 @@
 namespace cgn::cluster {
 
 Status<StateError> BackendRegistry::add(Backend backend) {
-  if (backend.name.empty() || !backend.make_store) {
-    return make_error(StateError::kConfig, "a state backend needs a name and make_store");
+  if (backend.name.empty() || !backend.make_store || !backend.make_publisher) {
+    return make_error(StateError::kConfig, "a state backend needs a name, make_store and make_publisher");
   }
   for (const auto& b : backends_) {
     if (b.name == backend.name) {

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cluster/kv_publish_set.h"
 #include "cluster/node_record.h"
 #include "cluster/state_store.h"
 #include "core/config.h"
@@ -38,6 +39,11 @@ class NodePublisher {
   virtual bool carries_prefixes() const = 0;
   // Live KV prefixes of the node's engine, as they are seen (no-op where !carries_prefixes()).
   virtual void record_prefixes(std::span<const Digest> /*chain*/) {}
+  // The engine's KV events asked to withdraw prefixes (no-op where !carries_prefixes()). Any
+  // thread.
+  virtual void withdraw(const KvWithdrawal& /*w*/) {}
+  // What withdraw() did so far (zeros where !carries_prefixes()). Any thread.
+  virtual WithdrawalStats withdrawal_stats() const { return {}; }
   // Exports the publisher's counters into `registry` (the agent's /metrics); it must outlive the
   // publisher.
   virtual void attach_metrics(metrics::Registry& /*registry*/) {}
@@ -66,15 +72,13 @@ struct PublisherParams {
 struct Backend {
   std::string name;  // the `state_backend` value
   std::function<Result<std::unique_ptr<StateStore>, StateError>(const StoreParams&)> make_store;
-  // Empty where the agent still wires its publisher itself (etcd: agent/etcd_publisher.h, whose KV
-  // event plumbing is not yet part of NodePublisher).
   std::function<Result<std::unique_ptr<NodePublisher>, StateError>(const PublisherParams&)> make_publisher;
 };
 
 class BackendRegistry {
  public:
-  // Adds a backend; one without a name or make_store, or a second one of the same name, is a
-  // programming error (kConfig).
+  // Adds a backend; one without a name, make_store or make_publisher, or a second one of the same
+  // name, is a programming error (kConfig).
   Status<StateError> add(Backend backend);
   // The entry for `name`, or kConfig naming `name` and the registered backends.
   Result<const Backend*, StateError> find(std::string_view name) const;

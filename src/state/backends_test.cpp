@@ -15,6 +15,7 @@ TEST(StateBackends, registers_static_etcd_and_gossip_by_name) {
     ASSERT_TRUE(b.ok()) << b.error().message;
     EXPECT_EQ((*b)->name, name);
     EXPECT_TRUE((*b)->make_store);
+    EXPECT_TRUE((*b)->make_publisher);
   }
 }
 
@@ -26,13 +27,17 @@ TEST(StateBackends, an_unknown_name_is_a_config_error_listing_the_registered_one
   EXPECT_NE(b.error().message.find("static, etcd, gossip"), std::string::npos) << b.error().message;
 }
 
-TEST(StateBackends, a_second_backend_of_the_same_name_or_one_without_a_store_is_refused) {
+TEST(StateBackends, a_second_backend_of_the_same_name_or_one_without_a_store_or_publisher_is_refused) {
   cluster::BackendRegistry reg;
   ASSERT_TRUE(reg.add(static_backend()).ok());
   auto again = reg.add(static_backend());
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.error().message.find("twice"), std::string::npos);
   EXPECT_FALSE(reg.add(cluster::Backend{.name = "x", .make_store = {}, .make_publisher = {}}).ok());
+  auto no_publisher = static_backend();
+  no_publisher.name = "y";
+  no_publisher.make_publisher = {};
+  EXPECT_FALSE(reg.add(no_publisher).ok());
   EXPECT_EQ(reg.names(), (std::vector<std::string>{"static"}));
 }
 
@@ -49,6 +54,33 @@ TEST(StateBackends, the_static_publisher_publishes_nothing_and_says_routers_poll
   EXPECT_NE((*p)->describe().find("poll"), std::string::npos);
   EXPECT_TRUE((*p)->start().ok());
   (*p)->stop();
+}
+
+TEST(StateBackends, the_etcd_publisher_carries_prefixes_and_counts_withdrawals) {
+  config::CognitoraConfig cfg;
+  cfg.state.etcd.endpoints = {"http://127.0.0.1:1"};
+  auto b = builtin_backends().find("etcd");
+  ASSERT_TRUE(b.ok());
+  auto p =
+      (*b)->make_publisher({.config = cfg, .node_id = "n1", .record = [] { return cluster::NodeRecord{}; }});
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_TRUE((*p)->carries_prefixes());
+  EXPECT_EQ((*p)->backend(), "etcd");
+  (*p)->withdraw({.all = true});
+  (*p)->withdraw({});
+  EXPECT_EQ((*p)->withdrawal_stats().clears, 1u);
+  EXPECT_EQ((*p)->withdrawal_stats().withdrawals, 0u);
+}
+
+TEST(StateBackends, the_etcd_publisher_refuses_a_node_id_etcd_keys_cannot_hold) {
+  config::CognitoraConfig cfg;
+  auto b = builtin_backends().find("etcd");
+  ASSERT_TRUE(b.ok());
+  auto p =
+      (*b)->make_publisher({.config = cfg, .node_id = "a/b", .record = [] { return cluster::NodeRecord{}; }});
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, cluster::StateError::kConfig);
+  EXPECT_NE(p.error().message.find("node id \"a/b\""), std::string::npos) << p.error().message;
 }
 
 TEST(StateBackends, stores_refuse_a_config_they_cannot_use) {

@@ -1,6 +1,6 @@
 // The etcd backend's registry entry (src/cluster/backend_registry.h): the router's EtcdStore
-// watches [state.etcd]; the agent's publisher is agent/etcd_publisher.h (it moves here once its
-// KV-event plumbing is part of the publisher contract).
+// watches [state.etcd]; the agent's publisher is the EtcdPublisher (etcd_publisher.h) writing to it,
+// with its counters on the agent's /metrics.
 #pragma once
 
 #include "cluster/backend_registry.h"

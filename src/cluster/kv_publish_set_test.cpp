@@ -1,11 +1,11 @@
-#include "agent/kv_publish_set.h"
+#include "cluster/kv_publish_set.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
 
-namespace cgn::agent {
+namespace cgn::cluster {
 namespace {
 
 Digest dg(uint32_t i) {
@@ -178,4 +178,4 @@ TEST(PublishedSet, MarkUnpublishedRepublishesTheWholeSet) {
 }
 
 }  // namespace
-}  // namespace cgn::agent
+}  // namespace cgn::cluster

@@ -1,4 +1,4 @@
-#include "agent/etcd_publisher.h"
+#include "state/etcd/etcd_publisher.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "state/etcd/keys.h"
 
-namespace cgn::agent {
+namespace cgn::state {
 
 namespace keys = etcd::keys;
 
@@ -88,7 +88,7 @@ void EtcdPublisher::record_prefixes(std::span<const Digest> chain) {
   set_.touch(chain);
 }
 
-void EtcdPublisher::withdraw(const KvWithdrawal& w) {
+void EtcdPublisher::withdraw(const cluster::KvWithdrawal& w) {
   std::lock_guard lock(mu_);
   if (w.all) {
     set_.clear();  // the next flush deletes the node's whole KV prefix (one op)
@@ -96,7 +96,7 @@ void EtcdPublisher::withdraw(const KvWithdrawal& w) {
   }
   if (w.removed_blocks > 0) {
     const uint32_t tokens = engine_block_tokens_ != 0 ? engine_block_tokens_ : w.block_size;
-    const size_t n = digests_for_engine_blocks(w.removed_blocks, tokens, options_.block_bytes);
+    const size_t n = cluster::digests_for_engine_blocks(w.removed_blocks, tokens, options_.block_bytes);
     stats_.kv_event_withdrawn += set_.prune_oldest(n);
     ++stats_.kv_event_withdrawals;
   }
@@ -130,8 +130,8 @@ void EtcdPublisher::run() {
 void EtcdPublisher::update_from_record(const cluster::NodeRecord& rec) {
   // Caller holds mu_.
   engine_block_tokens_ = rec.block_size;
-  set_.set_capacity(
-      publish_capacity(rec.total_blocks, rec.block_size, options_.block_bytes, options_.max_prefixes));
+  set_.set_capacity(cluster::publish_capacity(rec.total_blocks, rec.block_size, options_.block_bytes,
+                                              options_.max_prefixes));
   if (last_epoch_.has_value() && rec.kv_epoch != *last_epoch_) {
     CGN_LOG_INFO(log_, "kv_epoch changed; dropping every published KV prefix", log::kv("from", *last_epoch_),
                  log::kv("to", rec.kv_epoch), log::kv("prefixes", set_.size()));
@@ -139,8 +139,8 @@ void EtcdPublisher::update_from_record(const cluster::NodeRecord& rec) {
   }
   last_epoch_ = rec.kv_epoch;
   const auto now = std::chrono::steady_clock::now();
-  if (under_kv_pressure(rec.total_blocks, rec.free_blocks, options_.pressure_threshold) && set_.size() > 0 &&
-      now - last_prune_ >= options_.pressure_prune_interval) {
+  if (cluster::under_kv_pressure(rec.total_blocks, rec.free_blocks, options_.pressure_threshold) &&
+      set_.size() > 0 && now - last_prune_ >= options_.pressure_prune_interval) {
     const auto n =
         static_cast<size_t>(std::ceil(static_cast<double>(set_.size()) * options_.pressure_prune_fraction));
     set_.prune_oldest(std::max<size_t>(n, 1));
@@ -230,7 +230,7 @@ bool EtcdPublisher::full_sync(const std::string& record_json) {
     return false;
   }
   const int64_t lease = lease_->lease_id();
-  PrefixChanges changes;
+  cluster::PrefixChanges changes;
   {
     std::lock_guard lock(mu_);
     set_.mark_unpublished();
@@ -287,14 +287,14 @@ bool EtcdPublisher::full_sync(const std::string& record_json) {
 
 bool EtcdPublisher::incremental(const std::string& record_json) {
   const int64_t lease = lease_->lease_id();
-  PrefixChanges changes;
+  cluster::PrefixChanges changes;
   {
     std::lock_guard lock(mu_);
     changes = set_.take_changes();
     if (changes.clear_all && !changes.puts.empty()) {
       // The epoch change goes out alone with the record that carries the new epoch (one txn:
       // a put may not share a txn with a delete covering it); the new prefixes go next flush.
-      PrefixChanges later;
+      cluster::PrefixChanges later;
       later.puts = std::move(changes.puts);
       set_.restore_changes(later);
       changes.puts.clear();
@@ -357,4 +357,4 @@ void EtcdPublisher::set_connected(bool ok, const std::string& why) {
   }
 }
 
-}  // namespace cgn::agent
+}  // namespace cgn::state

@@ -28,14 +28,13 @@
 #include <string>
 #include <thread>
 
-#include "agent/kv_events.h"
-#include "agent/kv_publish_set.h"
+#include "cluster/kv_publish_set.h"
 #include "cluster/node_record.h"
 #include "core/log.h"
 #include "state/etcd/etcd_client.h"
 #include "state/etcd/lease_keeper.h"
 
-namespace cgn::agent {
+namespace cgn::state {
 
 struct PublisherOptions {
   std::string node_id;  // must pass etcd::keys::check_node_id
@@ -44,7 +43,7 @@ struct PublisherOptions {
   std::string prefix = "/cognitora";
   std::chrono::milliseconds flush_interval{250};
   int64_t lease_ttl_s = 5;
-  size_t max_prefixes = kMaxPublishedPrefixes;              // the 4096-key cap (lower for tests)
+  size_t max_prefixes = cluster::kMaxPublishedPrefixes;     // the 4096-key cap (lower for tests)
   uint32_t block_bytes = 256;                               // digest block size, for the capacity rule
   double pressure_threshold = 0.05;                         // prune when free blocks < 5% of the pool ...
   double pressure_prune_fraction = 0.10;                    // ... this share of the set, oldest first ...
@@ -92,10 +91,10 @@ class EtcdPublisher {
 
   // A completed request's prefix chain (digest 0..n-1): now held by the engine. Any thread.
   void record_prefixes(std::span<const Digest> chain);
-  // The engine's KV events asked to withdraw prefixes (kv_events.h plan_withdrawal; docs/agent.md
+  // The engine's KV events asked to withdraw prefixes (agent/kv_events.h plan_withdrawal; docs/agent.md
   // "KV events"): all = every published prefix (the next flush deletes the node's KV keys);
   // removed_blocks = the oldest digests covering that many engine blocks. Any thread.
-  void withdraw(const KvWithdrawal& w);
+  void withdraw(const cluster::KvWithdrawal& w);
   PublisherStats stats() const;
 
  private:
@@ -120,7 +119,7 @@ class EtcdPublisher {
   mutable std::mutex mu_;  // guards set_, stats_ and the fields marked below
   std::condition_variable cv_;
   bool stopping_ = false;
-  PublishedSet set_;
+  cluster::PublishedSet set_;
   PublisherStats stats_;
 
   // Publisher thread only.
@@ -134,4 +133,4 @@ class EtcdPublisher {
   std::thread thread_;
 };
 
-}  // namespace cgn::agent
+}  // namespace cgn::state

@@ -1,9 +1,9 @@
-#include "agent/kv_publish_set.h"
+#include "cluster/kv_publish_set.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace cgn::agent {
+namespace cgn::cluster {
 
 size_t publish_capacity(uint64_t total_blocks, uint32_t engine_block_tokens, uint32_t block_bytes,
                         size_t cap) {
@@ -139,4 +139,4 @@ std::vector<Digest> PublishedSet::entries() const {
   return out;
 }
 
-}  // namespace cgn::agent
+}  // namespace cgn::cluster

@@ -1,7 +1,7 @@
 // The agent's set of live KV prefixes (docs/design/principles.md): the digests it tells the router its engine
 // holds, as an LRU bounded by the engine's capacity and a key cap, and the diff against what etcd
-// already has, so each flush writes only changes. Pure: no etcd, no clock. The publisher
-// (etcd_publisher.h) owns one under its mutex.
+// already has, so each flush writes only changes. Pure: no etcd, no clock. A backend that
+// carries prefixes owns one under its publisher's mutex (etcd: state/etcd/etcd_publisher.h).
 //
 // Thread safety: none; one owner (callers lock).
 #pragma once
@@ -17,7 +17,7 @@
 
 #include "core/digest_types.h"
 
-namespace cgn::agent {
+namespace cgn::cluster {
 
 // The hard cap on live KV prefix keys per node (docs/design/principles.md, node record and state backends).
 inline constexpr size_t kMaxPublishedPrefixes = 4096;
@@ -37,6 +37,24 @@ size_t digests_for_engine_blocks(uint64_t n, uint32_t engine_block_tokens, uint3
 
 // KV pressure: the engine reported free blocks below `threshold` (5%) of a known pool.
 bool under_kv_pressure(uint64_t total_blocks, std::optional<uint64_t> free_blocks, double threshold = 0.05);
+
+// What one batch of the engine's KV events asks of the published set (agent/kv_events.h
+// plan_withdrawal; docs/agent.md "KV events"): withdraw everything (AllBlocksCleared), then
+// withdraw the oldest digests standing for removed_blocks engine blocks (the BlockRemoved events
+// after the last clear).
+struct KvWithdrawal {
+  bool all = false;
+  uint64_t removed_blocks = 0;
+  uint32_t block_size = 0;  // engine tokens per block seen in the batch's BlockStored (0: unknown)
+  bool empty() const { return !all && removed_blocks == 0; }
+};
+
+// What a publisher's withdrawals did, for the agent's /metrics.
+struct WithdrawalStats {
+  uint64_t clears = 0;       // AllBlocksCleared / sequence gaps: every prefix withdrawn
+  uint64_t withdrawals = 0;  // BlockRemoved batches that withdrew oldest digests
+  uint64_t withdrawn = 0;    // digests those withdrew
+};
 
 // What one flush must write.
 struct PrefixChanges {
@@ -95,4 +113,4 @@ class PublishedSet {
   bool clear_all_ = false;
 };
 
-}  // namespace cgn::agent
+}  // namespace cgn::cluster

@@ -10,14 +10,14 @@
 #include <string>
 #include <thread>
 
-#include "agent/etcd_publisher.h"
 #include "core/digest.h"
+#include "state/etcd/etcd_publisher.h"
 #include "state/etcd/itest_util.h"
 #include "state/etcd/keys.h"
 #include "testing/etcd_server.h"
 #include "testing/process.h"
 
-namespace cgn::agent {
+namespace cgn::state {
 namespace {
 
 using namespace std::chrono_literals;
@@ -365,4 +365,4 @@ TEST(EtcdPublisher, outage_keeps_changes_and_reconciles_exactly_when_etcd_return
 }
 
 }  // namespace
-}  // namespace cgn::agent
+}  // namespace cgn::state
