@@ -874,10 +874,13 @@ TEST(Dispatch, InFlightPrefillWeightScalesTheRoutersOwnBacklog) {
     p.weights.inflight_prefill_weight = weight;
     Fleet f(p);
     const NodeIndex a = f.add("a");
-    RouteRequest sent = request_for(digests(23, 10));
+    // The digests outlive the requests that view them (RouteRequest holds a span).
+    const auto sent_digests = digests(23, 10);
+    const auto next_digests = digests(24, 10);
+    RouteRequest sent = request_for(sent_digests);
     sent.prompt_tokens = 640;
     f.core.record_dispatch(a, sent);  // 640 uncached tokens in flight to a
-    RouteRequest next = request_for(digests(24, 10));
+    RouteRequest next = request_for(next_digests);
     next.prompt_tokens = 640;
     auto res = f.core.decide(next);
     ASSERT_TRUE(res.ok());
