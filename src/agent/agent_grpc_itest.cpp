@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 
 #include "agent/agent_grpc.h"
+#include "agent/agent_itest_util.h"
 #include "testing/process.h"
 
 namespace cgn::agent {
@@ -77,10 +77,9 @@ TEST(AgentGrpcBinary, health_reports_the_record_and_loading_then_ready_over_the_
                                std::to_string(engine_port) +
                                "\nextra_args = [\"--num-gpu-blocks-override\", \"1234\", "
                                "\"--block-size\", \"32\", \"--sim-load-seconds\", \"1.5\"]\n");
-  const char* path = std::getenv("PATH");
   Process agent(
       {cgn::testing::bin_path("cgn-agent"), "--config", cfg, "--grpc-port-file", dir.file("grpc.port")},
-      {{"PATH", dir.path() + ":" + (path ? path : "/usr/bin:/bin")}});
+      itest::path_env(dir));
   const int port = cgn::testing::wait_for_port_file(dir.file("grpc.port"), 20s);
   ASSERT_GT(port, 0) << agent.log();
   const std::string target = "127.0.0.1:" + std::to_string(port);
