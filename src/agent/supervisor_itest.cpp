@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <memory>
 #include <mutex>
 
 #include "agent/loopback_get.h"
@@ -120,6 +121,18 @@ bool process_gone(pid_t pid) {
   return ::kill(pid, 0) != 0;
 }
 
+// The fake vLLM (ready as soon as it listens) for model "m" on `port`, under a started Supervisor.
+std::unique_ptr<Supervisor> start_fake_vllm(const TempDir& dir, uint16_t port, Recorder& rec) {
+  write_wrapper(dir, "vllm", "vllm", "");
+  config::EngineConfig engine;
+  engine.model = "m";
+  engine.port = port;
+  auto sup = std::make_unique<Supervisor>(command_for("vllm", engine), HealthSpec{}, fast_options(dir, port),
+                                          rec.listener(), rec.sink());
+  sup->start();
+  return sup;
+}
+
 TEST(Supervisor, vllm_engine_runs_from_the_drivers_command_with_pinned_gpus_and_becomes_ready) {
   TempDir dir;
   const std::string loaded = dir.file("loaded");
@@ -181,15 +194,10 @@ TEST(Supervisor, llamacpp_loading_503_is_loading_not_unhealthy) {
 
 TEST(Supervisor, failing_health_after_ready_reports_unhealthy_once_then_ready_again) {
   TempDir dir;
-  write_wrapper(dir, "vllm", "vllm", "");
   const uint16_t port = static_cast<uint16_t>(cgn::testing::free_port());
-  config::EngineConfig engine;
-  engine.model = "m";
-  engine.port = port;
   Recorder rec;
-  Supervisor sup(command_for("vllm", engine), HealthSpec{}, fast_options(dir, port), rec.listener(),
-                 rec.sink());
-  sup.start();
+  auto supervised = start_fake_vllm(dir, port, rec);
+  Supervisor& sup = *supervised;
   ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kReady; }, 10s));
   ASSERT_TRUE(loopback_get("127.0.0.1", port, "/fail", 2s).ok());
   ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kUnhealthy; }, 10s));
@@ -203,15 +211,10 @@ TEST(Supervisor, failing_health_after_ready_reports_unhealthy_once_then_ready_ag
 
 TEST(Supervisor, restarts_an_exited_engine_and_reports_each_transition) {
   TempDir dir;
-  write_wrapper(dir, "vllm", "vllm", "");
   const uint16_t port = static_cast<uint16_t>(cgn::testing::free_port());
-  config::EngineConfig engine;
-  engine.model = "m";
-  engine.port = port;
   Recorder rec;
-  Supervisor sup(command_for("vllm", engine), HealthSpec{}, fast_options(dir, port), rec.listener(),
-                 rec.sink());
-  sup.start();
+  auto supervised = start_fake_vllm(dir, port, rec);
+  Supervisor& sup = *supervised;
   ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kReady; }, 10s));
   const pid_t first = *sup.pid();
   ASSERT_TRUE(loopback_get("127.0.0.1", port, "/exit?code=3", 2s).ok());
