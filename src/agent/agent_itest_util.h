@@ -21,6 +21,10 @@
 
 namespace cgn::agent::itest {
 
+using cgn::testing::Process;
+using cgn::testing::TempDir;
+using cgn::testing::wait_until;
+
 // PATH=<dir>:$PATH, for a Process that should find the test's fake tools first.
 inline std::map<std::string, std::string> path_env(const cgn::testing::TempDir& dir) {
   const char* p = std::getenv("PATH");

@@ -18,13 +18,7 @@ namespace cgn::agent {
 namespace {
 
 using namespace std::chrono_literals;
-using cgn::testing::Process;
-using cgn::testing::TempDir;
-using cgn::testing::wait_until;
-using itest::agent_healthy;
-using itest::chat_via;
-using itest::path_env;
-using itest::sim_on;
+using namespace itest;  // Process, TempDir, wait_until and the agent's helpers
 
 std::string write_config(const TempDir& dir, const std::string& engine_toml) {
   const std::string path = dir.file("cognitora.toml");

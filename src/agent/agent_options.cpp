@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <variant>
 
 #include "state/backends.h"
 
@@ -55,44 +56,50 @@ struct Overrides {
   bool no_engine_metrics = false;
 };
 
+// One flag taking a value, in the order --help lists them.
+struct ValueFlag {
+  const char* name;
+  std::variant<std::string*, uint32_t*> target;
+  const char* help;
+};
+
 void add_flags(CLI::App& app, AgentSetup& s, Overrides& o) {
   app.add_option("--config", s.config_path, "cognitora.toml ([agent] and [engine])")->required();
-  app.add_option("--driver", s.driver,
-                 "engine driver (default: [engine] kind); \"external\" attaches to a running engine");
-  app.add_option("--role", o.role, "prefill, decode or both (default: [engine] role)");
-  app.add_option(
-      "--kv-offload", o.kv_offload,
-      "none, nixl, lmcache, hicache, kvbm, cgn (default: none, or cgn when [engine] kv_offload = true)");
-  app.add_option("--attach-kind", s.launch.attach_kind,
-                 "external only: the engine whose health/metrics to use");
-  app.add_option("--nixl-side-channel-host", s.launch.nixl_side_channel_host, "VLLM_NIXL_SIDE_CHANNEL_HOST");
-  app.add_option("--nixl-side-channel-port", o.side_port, "VLLM_NIXL_SIDE_CHANNEL_PORT");
-  app.add_option("--parallel-slots", s.launch.parallel_slots,
-                 "llama.cpp --parallel (default: [engine] parallel_slots, 4)");
-  app.add_option("--grpc-listen", o.grpc_listen,
-                 "HOST:PORT of the gRPC service Agent (default: [agent] grpc_listen; port 0: any free port)");
-  app.add_option("--grpc-port-file", s.grpc_port_file,
-                 "write the bound gRPC port here once serving (for [agent] grpc_listen port 0)");
-  app.add_option("--log-level", s.log_level, "trace, debug, info, warn, error, off");
-  app.add_option("--listen", o.listen,
-                 "HOST:PORT of the agent's data path, /health and /metrics (default: [agent] listen)");
-  app.add_option(
-      "--advertise", s.advertise,
-      "HOST:PORT the router reaches this agent at, published in the node record (default: --listen, "
-      "with a wildcard host replaced by the host name)");
-  app.add_option("--node-id", o.node_id, "node id (default: [agent] node_id, else the host name)");
-  app.add_option(
-      "--state-backend", o.state_backend,
-      "static (publish nothing) or etcd (publish the record and live KV prefixes; default: [agent] "
-      "state_backend)");
-  app.add_option("--etcd-endpoints", o.etcd_endpoints,
-                 "comma-separated etcd endpoints (default: [state.etcd] endpoints)");
-  app.add_option("--etcd-prefix", o.etcd_prefix,
-                 "etcd: root of the keys (default: [state.etcd] prefix, /cognitora)");
-  app.add_option("--publish-interval-ms", o.publish_interval_ms,
-                 "etcd: at most one KV-prefix txn per interval (default: [agent] publish_interval_ms, 250)");
-  app.add_option("--lease-ttl-s", o.lease_ttl_s,
-                 "etcd: heartbeat lease TTL (default: [state.etcd] lease_ttl_s, 5)");
+  const ValueFlag values[] = {
+      {"--driver", &s.driver,
+       "engine driver (default: [engine] kind); \"external\" attaches to a running engine"},
+      {"--role", &o.role, "prefill, decode or both (default: [engine] role)"},
+      {"--kv-offload", &o.kv_offload,
+       "none, nixl, lmcache, hicache, kvbm, cgn (default: none, or cgn when [engine] kv_offload = true)"},
+      {"--attach-kind", &s.launch.attach_kind, "external only: the engine whose health/metrics to use"},
+      {"--nixl-side-channel-host", &s.launch.nixl_side_channel_host, "VLLM_NIXL_SIDE_CHANNEL_HOST"},
+      {"--nixl-side-channel-port", &o.side_port, "VLLM_NIXL_SIDE_CHANNEL_PORT"},
+      {"--parallel-slots", &s.launch.parallel_slots,
+       "llama.cpp --parallel (default: [engine] parallel_slots, 4)"},
+      {"--grpc-listen", &o.grpc_listen,
+       "HOST:PORT of the gRPC service Agent (default: [agent] grpc_listen; port 0: any free port)"},
+      {"--grpc-port-file", &s.grpc_port_file,
+       "write the bound gRPC port here once serving (for [agent] grpc_listen port 0)"},
+      {"--log-level", &s.log_level, "trace, debug, info, warn, error, off"},
+      {"--listen", &o.listen,
+       "HOST:PORT of the agent's data path, /health and /metrics (default: [agent] listen)"},
+      {"--advertise", &s.advertise,
+       "HOST:PORT the router reaches this agent at, published in the node record (default: --listen, "
+       "with a wildcard host replaced by the host name)"},
+      {"--node-id", &o.node_id, "node id (default: [agent] node_id, else the host name)"},
+      {"--state-backend", &o.state_backend,
+       "static (publish nothing) or etcd (publish the record and live KV prefixes; default: [agent] "
+       "state_backend)"},
+      {"--etcd-endpoints", &o.etcd_endpoints,
+       "comma-separated etcd endpoints (default: [state.etcd] endpoints)"},
+      {"--etcd-prefix", &o.etcd_prefix, "etcd: root of the keys (default: [state.etcd] prefix, /cognitora)"},
+      {"--publish-interval-ms", &o.publish_interval_ms,
+       "etcd: at most one KV-prefix txn per interval (default: [agent] publish_interval_ms, 250)"},
+      {"--lease-ttl-s", &o.lease_ttl_s, "etcd: heartbeat lease TTL (default: [state.etcd] lease_ttl_s, 5)"},
+  };
+  for (const auto& f : values) {
+    std::visit([&](auto* target) { app.add_option(f.name, *target, f.help); }, f.target);
+  }
   app.add_flag("--no-engine-metrics", o.no_engine_metrics, "do not relay the engine's metrics on /metrics");
   app.add_flag("--print-command", s.print_command, "print the engine's command line and exit");
   app.add_flag("--print-record", s.print_record, "probe the GPU, print the node record and exit");
