@@ -144,6 +144,20 @@ std::unique_ptr<Supervisor> start_fake_vllm(const TempDir& dir, uint16_t port, R
   return start_supervised(dir, "vllm", engine_for("m", port), HealthSpec{}, rec);
 }
 
+// The fake vLLM (model "m", free port) under a started Supervisor, ready before the test body.
+class SupervisedReadyVllm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    supervised_ = start_fake_vllm(dir_, port_, rec_);
+    ASSERT_TRUE(wait_until([&] { return supervised_->state() == cluster::EngineState::kReady; }, 10s));
+  }
+
+  TempDir dir_;
+  const uint16_t port_ = static_cast<uint16_t>(cgn::testing::free_port());
+  Recorder rec_;
+  std::unique_ptr<Supervisor> supervised_;
+};
+
 TEST(Supervisor, vllm_engine_runs_from_the_drivers_command_with_pinned_gpus_and_becomes_ready) {
   TempDir dir;
   const std::string loaded = dir.file("loaded");
@@ -197,13 +211,10 @@ TEST(Supervisor, llamacpp_loading_503_is_loading_not_unhealthy) {
   EXPECT_TRUE(rec.saw_line("--parallel 4 --metrics"));
 }
 
-TEST(Supervisor, failing_health_after_ready_reports_unhealthy_once_then_ready_again) {
-  TempDir dir;
-  const uint16_t port = static_cast<uint16_t>(cgn::testing::free_port());
-  Recorder rec;
-  auto supervised = start_fake_vllm(dir, port, rec);
-  Supervisor& sup = *supervised;
-  ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kReady; }, 10s));
+TEST_F(SupervisedReadyVllm, failing_health_after_ready_reports_unhealthy_once_then_ready_again) {
+  Supervisor& sup = *supervised_;
+  Recorder& rec = rec_;
+  const uint16_t port = port_;
   ASSERT_TRUE(loopback_get("127.0.0.1", port, "/fail", 2s).ok());
   ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kUnhealthy; }, 10s));
   // Keep failing for a few more probes: still one report.
@@ -214,13 +225,10 @@ TEST(Supervisor, failing_health_after_ready_reports_unhealthy_once_then_ready_ag
   EXPECT_EQ(sup.starts(), 1u);
 }
 
-TEST(Supervisor, restarts_an_exited_engine_and_reports_each_transition) {
-  TempDir dir;
-  const uint16_t port = static_cast<uint16_t>(cgn::testing::free_port());
-  Recorder rec;
-  auto supervised = start_fake_vllm(dir, port, rec);
-  Supervisor& sup = *supervised;
-  ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kReady; }, 10s));
+TEST_F(SupervisedReadyVllm, restarts_an_exited_engine_and_reports_each_transition) {
+  Supervisor& sup = *supervised_;
+  Recorder& rec = rec_;
+  const uint16_t port = port_;
   const pid_t first = *sup.pid();
   ASSERT_TRUE(loopback_get("127.0.0.1", port, "/exit?code=3", 2s).ok());
   ASSERT_TRUE(wait_until([&] { return rec.count(cluster::EngineState::kReady) == 2; }, 15s));
