@@ -1,8 +1,12 @@
 // AgentApp's lifecycle without a process: the app object attached to a real cgn-engine-sim
 // ([engine] kind = "external") on loopback, the static backend, the data path and the gRPC
 // service on ports picked by the kernel.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 
@@ -67,6 +71,52 @@ TEST(AgentApp, start_serves_health_and_proxies_a_chat_and_stop_closes_the_ports)
   EXPECT_LT(std::chrono::steady_clock::now() - t1, 1s);
   // The external engine was only attached to: it still serves.
   EXPECT_TRUE(loopback_get("127.0.0.1", sim.port(), "/health", 2s).ok());
+}
+
+// The deadline is read on the injected clock: one already past stops the data path with no grace,
+// though a long stream is still being relayed ([router.timeouts] shutdown_grace_ms is 30 s).
+TEST(AgentApp, a_deadline_already_past_on_the_injected_clock_cuts_a_stream_in_flight) {
+  cgn::testing::EngineSimOptions o;
+  o.host = "127.0.0.1";
+  o.args = {"--time-scale", "1"};
+  cgn::testing::EngineSim sim(o);
+  ASSERT_GT(sim.port(), 0) << sim.log();
+  TempDir dir;
+  ManualClock clock(1000 * kNanosPerSecond);
+  AgentApp app(setup_for(dir, sim.port()), clock);
+  ASSERT_TRUE(app.start().ok());
+  ASSERT_TRUE(wait_until([&] { return itest::agent_healthy(app.port()); }, 15s));
+  const std::string body =
+      R"({"model":"m","stream":true,"max_tokens":4000,"messages":[{"role":"user","content":"hi"}]})";
+  const std::string req =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(app.port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  char buf[4096];
+  const ssize_t first = ::recv(fd, buf, sizeof buf, 0);
+  ASSERT_GT(first, 0);
+  ASSERT_THAT(std::string(buf, static_cast<size_t>(first)),
+              StartsWith("HTTP/1.1 200"));  // the stream has begun
+  const auto t0 = std::chrono::steady_clock::now();
+  app.stop(clock.now() - kNanosPerSecond);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  // The client sees the stream cut, not finished: the connection closes without the last chunk.
+  std::string rest;
+  ssize_t n = 0;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
+    rest.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  EXPECT_EQ(rest.find("[DONE]"), std::string::npos);
 }
 
 TEST(AgentApp, stop_without_start_and_destruction_without_stop_are_harmless) {
