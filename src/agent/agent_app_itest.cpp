@@ -1,10 +1,8 @@
 // AgentApp's lifecycle without a process: the app object attached to a real cgn-engine-sim
 // ([engine] kind = "external") on loopback, the static backend, the data path and the gRPC
 // service on ports picked by the kernel.
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -92,14 +90,8 @@ TEST(AgentApp, a_deadline_already_past_on_the_injected_clock_cuts_a_stream_in_fl
       "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
       "application/json\r\nContent-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body;
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(app.port());
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int fd = itest::connect_loopback(app.port());
+  ASSERT_GE(fd, 0);
   ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
   char buf[4096];
   const ssize_t first = ::recv(fd, buf, sizeof buf, 0);

@@ -45,6 +45,22 @@ inline bool agent_healthy(uint16_t port) {
   return r.ok() && r->status == 200;
 }
 
+// A TCP connection to 127.0.0.1:`port` whose reads time out after 10 s; -1 when it failed.
+inline int connect_loopback(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // One buffered chat through the agent's data path (blocking, Connection: close): (status, body);
 // status 0 when the exchange itself failed.
 inline std::pair<unsigned, std::string> chat_via(uint16_t port, const std::string& content) {
@@ -56,23 +72,18 @@ inline std::pair<unsigned, std::string> chat_via(uint16_t port, const std::strin
       "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
       "Content-Type: application/json\r\nContent-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body;
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const int fd = connect_loopback(port);
   std::string raw;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+  if (fd >= 0 && ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
     char buf[4096];
     ssize_t n = 0;
     while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
       raw.append(buf, static_cast<size_t>(n));
     }
   }
-  ::close(fd);
+  if (fd >= 0) {
+    ::close(fd);
+  }
   auto r = parse_http_response(raw, 1 << 20);
   if (!r) {
     return {0, "bad response: " + raw};
