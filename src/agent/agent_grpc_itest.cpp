@@ -5,18 +5,16 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 
 #include "agent/agent_grpc.h"
+#include "agent/agent_itest_util.h"
 #include "testing/process.h"
 
 namespace cgn::agent {
 namespace {
 
 using namespace std::chrono_literals;
-using cgn::testing::Process;
-using cgn::testing::TempDir;
-using cgn::testing::wait_until;
+using namespace itest;  // Process, TempDir, wait_until and the agent's helpers
 
 TEST(AgentGrpcServer, serves_the_current_health_on_an_os_chosen_port) {
   std::atomic<int> calls{0};
@@ -77,10 +75,9 @@ TEST(AgentGrpcBinary, health_reports_the_record_and_loading_then_ready_over_the_
                                std::to_string(engine_port) +
                                "\nextra_args = [\"--num-gpu-blocks-override\", \"1234\", "
                                "\"--block-size\", \"32\", \"--sim-load-seconds\", \"1.5\"]\n");
-  const char* path = std::getenv("PATH");
   Process agent(
       {cgn::testing::bin_path("cgn-agent"), "--config", cfg, "--grpc-port-file", dir.file("grpc.port")},
-      {{"PATH", dir.path() + ":" + (path ? path : "/usr/bin:/bin")}});
+      path_env(dir));
   const int port = cgn::testing::wait_for_port_file(dir.file("grpc.port"), 20s);
   ASSERT_GT(port, 0) << agent.log();
   const std::string target = "127.0.0.1:" + std::to_string(port);

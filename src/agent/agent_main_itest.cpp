@@ -1,18 +1,15 @@
 // The cgn-agent binary: --help, --print-command, --print-record with a fake nvidia-smi on PATH,
 // a full run over the fake engine stopped by SIGTERM, an external engine on another loopback
 // address, and publishing to a real etcd under a configured [state.etcd] prefix.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "agent/loopback_get.h"
+#include "agent/agent_itest_util.h"
 #include "state/etcd/itest_util.h"
 #include "testing/engine_sim.h"
 #include "testing/process.h"
@@ -21,9 +18,7 @@ namespace cgn::agent {
 namespace {
 
 using namespace std::chrono_literals;
-using cgn::testing::Process;
-using cgn::testing::TempDir;
-using cgn::testing::wait_until;
+using namespace itest;  // Process, TempDir, wait_until and the agent's helpers
 
 std::string write_config(const TempDir& dir, const std::string& engine_toml) {
   const std::string path = dir.file("cognitora.toml");
@@ -33,11 +28,6 @@ std::string write_config(const TempDir& dir, const std::string& engine_toml) {
       "[engine]\n" +
           engine_toml);
   return path;
-}
-
-std::map<std::string, std::string> path_env(const TempDir& dir) {
-  const char* p = std::getenv("PATH");
-  return {{"PATH", dir.path() + ":" + (p ? p : "/usr/bin:/bin")}};
 }
 
 TEST(AgentMain, help_lists_the_config_flag) {
@@ -132,54 +122,6 @@ TEST(AgentMain, runs_the_engine_and_stops_it_on_sigterm) {
   EXPECT_NE(agent.log().find("[engine] listening on"), std::string::npos);
   EXPECT_NE(agent.log().find("state=stopped"), std::string::npos);
   EXPECT_FALSE(loopback_get("127.0.0.1", static_cast<uint16_t>(port), "/health", 500ms).ok());
-}
-
-// One buffered chat through the agent's data path (blocking, Connection: close): (status, body);
-// status 0 when the exchange itself failed.
-std::pair<unsigned, std::string> chat_via(uint16_t port, const std::string& content) {
-  const std::string body =
-      nlohmann::json{
-          {"model", "m"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", content}}}}}
-          .dump();
-  const std::string req =
-      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-      "Content-Type: application/json\r\nContent-Length: " +
-      std::to_string(body.size()) + "\r\n\r\n" + body;
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string raw;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
-    char buf[4096];
-    ssize_t n = 0;
-    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
-      raw.append(buf, static_cast<size_t>(n));
-    }
-  }
-  ::close(fd);
-  auto r = parse_http_response(raw, 1 << 20);
-  if (!r) {
-    return {0, "bad response: " + raw};
-  }
-  return {r->status, r->body};
-}
-
-// cgn-engine-sim listening on `host`, port picked by the kernel.
-cgn::testing::EngineSimOptions sim_on(const std::string& host) {
-  cgn::testing::EngineSimOptions o;
-  o.host = host;
-  o.args = {"--time-scale", "0.001"};
-  return o;
-}
-
-bool agent_healthy(uint16_t port) {
-  auto r = loopback_get("127.0.0.1", port, "/health", 500ms);
-  return r.ok() && r->status == 200;
 }
 
 TEST(AgentMain, external_engine_on_another_host_is_the_data_paths_upstream) {

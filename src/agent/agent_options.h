@@ -5,12 +5,10 @@
 #include <string>
 
 #include "agent/driver.h"
+#include "core/cli_exit.h"
 #include "core/config.h"
-#include "core/result.h"
 
 namespace cgn::agent {
-
-enum class OptionsError : uint8_t { kUsage, kConfig };
 
 struct AgentSetup {
   config::CognitoraConfig config;
@@ -22,11 +20,11 @@ struct AgentSetup {
   std::string advertise;       // --advertise: the address published in the node record (empty: derived)
   bool print_command = false;  // print the engine command line (env first) and exit
   bool print_record = false;   // probe the GPU, print the node record JSON and exit
-  bool help = false;
-  std::string help_text;
 };
 
-Result<AgentSetup, OptionsError> parse_agent_options(int argc, const char* const* argv);
+// --help: status 0 with the help text; a usage or config error: status 2 with "cgn-agent: " and
+// the message naming the flag or key.
+CliResult<AgentSetup> parse_agent_options(int argc, const char* const* argv);
 
 // "VAR=value ... argv..." with shell quoting where needed: what --print-command shows.
 std::string render_command(const LaunchCommand& command);

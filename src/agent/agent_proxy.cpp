@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "agent/loopback_get.h"
 #include "core/digest.h"
 #include "core/http/proxy_headers.h"
 #include "core/log.h"
@@ -22,18 +23,6 @@ using http::HttpError;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 bool starts_with_ci(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
@@ -204,7 +193,23 @@ struct AgentProxy::Impl {
   metrics::CounterFamily* upstream_errors = nullptr;
   metrics::Counter chains;
 
+  // One proxied request: what the steps below share.
+  struct Call {
+    Exchange& ex;
+    Clock::time_point start;
+    std::string path;
+    std::string_view ep;  // endpoint_label(path)
+    bool want_digests = false;
+  };
   asio::awaitable<void> proxy(Exchange& ex);
+  asio::awaitable<bool> admit(Call& c);
+  asio::awaitable<std::optional<http::Request>> upstream_request(Call& c);
+  http::ClientTimeouts upstream_timeouts(const http::Request& req) const;
+  asio::awaitable<void> answer_engine_failure(Call& c, const Error<HttpError>& err);
+  asio::awaitable<void> relay_sized(Call& c, http::ClientStream& stream, unsigned status,
+                                    http::Fields headers);
+  asio::awaitable<void> relay_raw(Call& c, http::ClientStream& stream, unsigned status, http::Fields headers);
+  asio::awaitable<void> relay_sse(Call& c, http::ClientStream& stream, unsigned status, http::Fields headers);
   asio::awaitable<void> health_route(Exchange& ex);
   asio::awaitable<void> metrics_route(Exchange& ex);
   void done(std::string_view ep, unsigned code, Clock::time_point start) {
@@ -348,55 +353,96 @@ asio::awaitable<void> AgentProxy::Impl::metrics_route(Exchange& ex) {
 }
 
 asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
-  const auto start = Clock::now();
-  http::Request& req = ex.request();
-  const std::string path(http::path_of(req.target()));
-  const std::string_view ep = endpoint_label(path);
-  if (!path.starts_with("/v1/")) {
-    co_await ex.respond_error(
-        not_found("Unknown path '" + path + "': the agent serves /v1/*, /health and /metrics"));
-    done("other", 404, start);
+  Call c{ex, Clock::now(), std::string(http::path_of(ex.request().target()))};
+  c.ep = endpoint_label(c.path);
+  if (!co_await admit(c)) {
     co_return;
+  }
+  http::Request& req = ex.request();
+  c.want_digests = static_cast<bool>(recorder) && req.method() == http::Verb::post &&
+                   (c.ep == "chat" || c.ep == "completions");
+  auto up = co_await upstream_request(c);
+  if (!up) {
+    co_return;
+  }
+  auto stream =
+      co_await clients[ex.worker_index()]->stream(options.engine, std::move(*up), upstream_timeouts(req));
+  if (!ex.client_open()) {
+    done(c.ep, 499, c.start);
+    co_return;
+  }
+  if (!stream) {
+    co_await answer_engine_failure(c, stream.error());
+    co_return;
+  }
+  const unsigned status = stream->status();
+  http::Fields headers;
+  http::copy_response_headers(stream->headers(), headers);
+  const bool sse = starts_with_ci(stream->headers()[http::Field::content_type], "text/event-stream");
+  const bool sized = stream->headers().find(http::Field::content_length) != stream->headers().end();
+  if (sse) {
+    co_await relay_sse(c, *stream, status, std::move(headers));
+  } else if (sized) {
+    co_await relay_sized(c, *stream, status, std::move(headers));
+  } else {
+    co_await relay_raw(c, *stream, status, std::move(headers));
+  }
+}
+
+// /v1/* only, and only with the cluster's credential: otherwise answers 404 / 401 and returns false.
+asio::awaitable<bool> AgentProxy::Impl::admit(Call& c) {
+  if (!c.path.starts_with("/v1/")) {
+    co_await c.ex.respond_error(
+        not_found("Unknown path '" + c.path + "': the agent serves /v1/*, /health and /metrics"));
+    done("other", 404, c.start);
+    co_return false;
   }
   // A verified client certificate (mutual TLS) stands in for the token.
   const bool cert_verified = options.tls.enabled() && options.tls.require_client_cert;
-  if (!cert_verified && !presents_cluster_token(req, options.cluster_token)) {
-    co_await ex.respond_error(unauthorized(
+  if (!cert_verified && !presents_cluster_token(c.ex.request(), options.cluster_token)) {
+    co_await c.ex.respond_error(unauthorized(
         "This agent serves the cluster's router only: the request has no valid X-CGN-Cluster-Token. Send "
         "requests to the router."));
-    done(ep, 401, start);
-    co_return;
+    done(c.ep, 401, c.start);
+    co_return false;
   }
-  const bool want_digests = static_cast<bool>(recorder) && req.method() == http::Verb::post &&
-                            (ep == "chat" || ep == "completions");
+  co_return true;
+}
 
+// The request as the engine gets it; nullopt when it was answered 400 (unreadable body).
+asio::awaitable<std::optional<http::Request>> AgentProxy::Impl::upstream_request(Call& c) {
+  http::Request& req = c.ex.request();
   // Inference paths go to the engine without a query string; other /v1/ paths keep theirs.
-  const bool inference = ep == "chat" || ep == "completions" || ep == "embeddings";
-  const std::string_view target = inference ? std::string_view(path) : std::string_view(req.target());
+  const bool inference = c.ep == "chat" || c.ep == "completions" || c.ep == "embeddings";
+  const std::string_view target = inference ? std::string_view(c.path) : std::string_view(req.target());
   http::Request up{req.method(), target, 11};
   http::copy_forwarded_headers(req, up);  // core/http/proxy_headers.h: the same rules as the router's
-  up.erase(auth::kClusterTokenHeader);     // the cluster's credential stays in the cluster
+  up.erase(auth::kClusterTokenHeader);    // the cluster's credential stays in the cluster
   if (!request_from_router(req)) {
     auto stripped = strip_kv_transfer_params(req.body());
     if (!stripped) {
-      co_await ex.respond_error(bad_request(stripped.error().message, "kv_transfer_params"));
-      done(ep, 400, start);
-      co_return;
+      co_await c.ex.respond_error(bad_request(stripped.error().message, "kv_transfer_params"));
+      done(c.ep, 400, c.start);
+      co_return std::nullopt;
     }
     if (stripped->has_value()) {
       CGN_LOG_DEBUG(log, "dropped kv_transfer_params from a request not sent by the router",
-                    log::kv("client", ex.remote_address()));
+                    log::kv("client", c.ex.remote_address()));
       req.body() = std::move(**stripped);
     }
   }
   // The request body is kept for the digests (computed after the answer); copied only then.
-  if (want_digests) {
+  if (c.want_digests) {
     up.body() = req.body();
   } else {
     up.body() = std::move(req.body());
   }
   up.prepare_payload();
+  co_return std::optional<http::Request>(std::move(up));
+}
 
+// The configured timeouts, the header and body ones cut to the router's X-CGN-Deadline-Ms.
+http::ClientTimeouts AgentProxy::Impl::upstream_timeouts(const http::Request& req) const {
   http::ClientTimeouts t;
   t.connect = options.connect_timeout;
   t.idle = options.idle_timeout;
@@ -407,115 +453,110 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
     t.header = d;
     t.body = d;
   }
+  return t;
+}
 
-  auto& client = *clients[ex.worker_index()];
-  auto stream = co_await client.stream(options.engine, std::move(up), t);
-  if (!ex.client_open()) {
-    done(ep, 499, start);
-    co_return;
+// The engine gave no answer: 504 (timeout), 502 (closed, or failed while ready) or 503 (not ready).
+asio::awaitable<void> AgentProxy::Impl::answer_engine_failure(Call& c, const Error<HttpError>& err) {
+  const bool timeout = err.code == HttpError::timeout;
+  upstream_errors
+      ->with({timeout ? "timeout" : (err.code == HttpError::connect_failed ? "connect" : "closed")})
+      .inc();
+  const EngineHealth h = health ? health() : EngineHealth{};
+  // Closed before answering: the engine may have died of this very request, whatever the
+  // supervisor has seen yet; the router must know, so it does not walk the request through
+  // the fleet (kFailureHeader).
+  const bool closed = !timeout && err.code != HttpError::connect_failed;
+  ApiError e = timeout   ? gateway_timeout("The engine timed out: " + err.message)
+               : closed  ? bad_gateway("The engine closed the connection before answering: " + err.message)
+               : h.ready ? bad_gateway("The engine failed: " + err.message)
+                         : service_unavailable("The engine is not ready (" + h.state + "): " + err.message,
+                                               "engine_not_ready");
+  const unsigned code = e.status;
+  http::Response res = http::make_error_response(e);
+  if (closed) {
+    res.set(http::kFailureHeader, http::kFailureEngineClosed);
   }
-  if (!stream) {
-    const auto& err = stream.error();
-    const bool timeout = err.code == HttpError::timeout;
-    upstream_errors
-        ->with({timeout ? "timeout" : (err.code == HttpError::connect_failed ? "connect" : "closed")})
-        .inc();
-    const EngineHealth h = health ? health() : EngineHealth{};
-    // Closed before answering: the engine may have died of this very request, whatever the
-    // supervisor has seen yet; the router must know, so it does not walk the request through
-    // the fleet (kFailureHeader).
-    const bool closed = !timeout && err.code != HttpError::connect_failed;
-    ApiError e = timeout   ? gateway_timeout("The engine timed out: " + err.message)
-                 : closed  ? bad_gateway("The engine closed the connection before answering: " + err.message)
-                 : h.ready ? bad_gateway("The engine failed: " + err.message)
-                           : service_unavailable("The engine is not ready (" + h.state + "): " + err.message,
-                                                 "engine_not_ready");
-    const unsigned code = e.status;
-    http::Response res = http::make_error_response(e);
-    if (closed) {
-      res.set(http::kFailureHeader, http::kFailureEngineClosed);
-    }
-    co_await ex.respond(std::move(res));
-    done(ep, code, start);
-    co_return;
-  }
+  co_await c.ex.respond(std::move(res));
+  done(c.ep, code, c.start);
+}
 
-  const unsigned status = stream->status();
-  http::Fields headers;
-  http::copy_response_headers(stream->headers(), headers);
-  const bool sse = starts_with_ci(stream->headers()[http::Field::content_type], "text/event-stream");
-  const bool sized = stream->headers().find(http::Field::content_length) != stream->headers().end();
-
-  if (!sse && sized) {
-    auto body = co_await stream->read_all();
-    if (!body) {
-      upstream_errors->with({"closed"}).inc();
-      if (ex.client_open()) {
-        http::Response res =
-            http::make_error_response(bad_gateway("The engine failed mid-answer: " + body.error().message));
-        if (body.error().code != HttpError::timeout) {
-          res.set(http::kFailureHeader, http::kFailureEngineClosed);  // nothing of it reached the router
-        }
-        co_await ex.respond(std::move(res));
+// A sized, non-SSE answer: read whole, sent as one response, then digested.
+asio::awaitable<void> AgentProxy::Impl::relay_sized(Call& c, http::ClientStream& stream, unsigned status,
+                                                    http::Fields headers) {
+  Exchange& ex = c.ex;
+  auto body = co_await stream.read_all();
+  if (!body) {
+    upstream_errors->with({"closed"}).inc();
+    if (ex.client_open()) {
+      http::Response res =
+          http::make_error_response(bad_gateway("The engine failed mid-answer: " + body.error().message));
+      if (body.error().code != HttpError::timeout) {
+        res.set(http::kFailureHeader, http::kFailureEngineClosed);  // nothing of it reached the router
       }
-      done(ep, 502, start);
-      co_return;
+      co_await ex.respond(std::move(res));
     }
-    // The answer goes out first; the reply is parsed for the digests only afterwards.
-    const bool digest = want_digests && status == 200;
-    std::string reply_body;
-    if (digest && ep == "chat") {
-      reply_body = *body;
-    }
-    http::Response res;
-    static_cast<http::Fields&>(res) = std::move(headers);  // built once above, not copied again
-    res.result(static_cast<http::beast_http::status>(status));
-    res.version(11);
-    res.body() = std::move(*body);
-    res.prepare_payload();
-    auto sent = co_await ex.respond(std::move(res));
-    done(ep, sent.ok() ? status : 499, start);
-    if (digest && sent.ok()) {
-      record_later(path, std::move(req.body()), std::move(reply_body), std::nullopt);
-    }
+    done(c.ep, 502, c.start);
     co_return;
   }
-
-  if (!sse) {
-    // Raw streamed body (chunked or until close): relay each piece as it arrives.
-    bool ok = (co_await ex.begin_stream(status, std::move(headers))).ok();
-    while (ok) {
-      auto piece = co_await stream->read_some();
-      if (!piece) {
-        ex.abort();
-        ok = false;
-        break;
-      }
-      if (piece->empty()) {
-        break;
-      }
-      ok = (co_await ex.write(*piece)).ok();
-    }
-    if (ok) {
-      (void)co_await ex.end_stream();
-    }
-    done(ep, ok ? status : 499, start);
-    co_return;
+  // The answer goes out first; the reply is parsed for the digests only afterwards.
+  const bool digest = c.want_digests && status == 200;
+  std::string reply_body;
+  if (digest && c.ep == "chat") {
+    reply_body = *body;
   }
+  http::Response res;
+  static_cast<http::Fields&>(res) = std::move(headers);  // built once, not copied again
+  res.result(static_cast<http::beast_http::status>(status));
+  res.version(11);
+  res.body() = std::move(*body);
+  res.prepare_payload();
+  auto sent = co_await ex.respond(std::move(res));
+  done(c.ep, sent.ok() ? status : 499, c.start);
+  if (digest && sent.ok()) {
+    record_later(c.path, std::move(ex.request().body()), std::move(reply_body), std::nullopt);
+  }
+}
 
-  // SSE: the events of each engine read go out re-serialised as one chunk, flushed at once: the
-  // status line and headers ride with the first one, the terminating chunk with the last. With a
-  // real engine the events arrive one decode step apart, so that is one event per write; events
-  // that arrive together (a burst, the end of the stream) cost one write, not one each.
+// Raw streamed body (chunked or until close): relay each piece as it arrives.
+asio::awaitable<void> AgentProxy::Impl::relay_raw(Call& c, http::ClientStream& stream, unsigned status,
+                                                  http::Fields headers) {
+  Exchange& ex = c.ex;
+  bool ok = (co_await ex.begin_stream(status, std::move(headers))).ok();
+  while (ok) {
+    auto piece = co_await stream.read_some();
+    if (!piece) {
+      ex.abort();
+      ok = false;
+      break;
+    }
+    if (piece->empty()) {
+      break;
+    }
+    ok = (co_await ex.write(*piece)).ok();
+  }
+  if (ok) {
+    (void)co_await ex.end_stream();
+  }
+  done(c.ep, ok ? status : 499, c.start);
+}
+
+// SSE: the events of each engine read go out re-serialised as one chunk, flushed at once: the
+// status line and headers ride with the first one, the terminating chunk with the last. With a
+// real engine the events arrive one decode step apart, so that is one event per write; events
+// that arrive together (a burst, the end of the stream) cost one write, not one each.
+asio::awaitable<void> AgentProxy::Impl::relay_sse(Call& c, http::ClientStream& stream, unsigned status,
+                                                  http::Fields headers) {
+  Exchange& ex = c.ex;
   StreamedReply acc;
-  const bool accumulate = want_digests && status == 200 && ep == "chat";
+  const bool accumulate = c.want_digests && status == 200 && c.ep == "chat";
   bool ok = ex.begin_stream_deferred(status, std::move(headers)).ok();
   bool clean_end = false;
   http::SseParser parser;
   std::string out;
   http::SseEvent ev;
   while (ok) {
-    auto piece = co_await stream->read_some();
+    auto piece = co_await stream.read_some();
     std::string failure;
     if (!piece) {
       failure = piece.error().message;
@@ -538,7 +579,7 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
       }
       http::append_sse_event(out, ev);
     }
-    if (stream->done()) {
+    if (stream.done()) {
       parser.finish();  // a partial event at the end is discarded, as before
       clean_end = true;
       ok = (co_await ex.end_stream(out)).ok();
@@ -548,9 +589,9 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
       ok = (co_await ex.write(out)).ok();
     }
   }
-  done(ep, ok ? status : 499, start);
-  if (ok && clean_end && want_digests && status == 200) {
-    record_later(path, std::move(req.body()), {},
+  done(c.ep, ok ? status : 499, c.start);
+  if (ok && clean_end && c.want_digests && status == 200) {
+    record_later(c.path, std::move(ex.request().body()), {},
                  accumulate ? std::optional<AssistantReply>(acc.reply()) : std::nullopt);
   }
 }

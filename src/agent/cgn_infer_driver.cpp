@@ -6,37 +6,19 @@
 namespace cgn::agent {
 namespace {
 
-class CgnInferDriver final : public EngineDriver {
+class CgnInferDriver final : public SpawningDriver {
  public:
+  CgnInferDriver() : SpawningDriver({.metrics_kind = std::nullopt, .plain = true}) {}
   std::string_view name() const override { return "cgn-infer"; }
 
-  Result<LaunchCommand, DriverError> launch_command(const config::EngineConfig& engine,
-                                                    const LaunchOptions& options) const override {
-    if (auto st = detail::check_common(engine, name()); !st) {
-      return st.error();
-    }
-    if (auto st = detail::require_plain(options, name()); !st) {
-      return st.error();
-    }
-    LaunchCommand cmd;
-    cmd.argv = {"cgn-infer",
-                "--model",
-                engine.model,
-                "--host",
-                engine.host,
-                "--port",
-                std::to_string(engine.port),
-                "--served-model-name",
-                detail::served_name_or_model(engine),
-                "--tp",
-                std::to_string(engine.tensor_parallel)};
-    cmd.argv.insert(cmd.argv.end(), engine.extra_args.begin(), engine.extra_args.end());
-    detail::pin_gpus(engine.gpus, cmd.env);
-    return cmd;
-  }
-
-  std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& /*options*/) const override {
-    return std::nullopt;
+ protected:
+  Status<DriverError> engine_line(const config::EngineConfig& engine, const LaunchOptions& /*options*/,
+                                  LaunchCommand& cmd) const override {
+    cmd.argv = {"cgn-infer", "--model", engine.model};
+    detail::add_host_port(engine, cmd.argv);
+    cmd.argv.insert(cmd.argv.end(), {"--served-model-name", detail::served_name_or_model(engine), "--tp",
+                                     std::to_string(engine.tensor_parallel)});
+    return Ok{};
   }
 };
 

@@ -152,6 +152,17 @@ std::string kv_events_config_json(const LaunchOptions& options, bool with_enable
          R"(","topic":")" + options.kv_events_topic + R"("})";
 }
 
+void add_host_port(const config::EngineConfig& engine, std::vector<std::string>& argv) {
+  argv.insert(argv.end(), {"--host", engine.host, "--port", std::to_string(engine.port)});
+}
+
+void add_kv_events(const LaunchOptions& options, bool with_enable_key, std::vector<std::string>& argv) {
+  if (options.kv_events) {
+    argv.push_back("--kv-events-config");
+    argv.push_back(kv_events_config_json(options, with_enable_key));
+  }
+}
+
 Status<DriverError> require_plain(const LaunchOptions& options, std::string_view driver) {
   if (options.role != routing::NodeRole::kBoth) {
     return unsupported(
@@ -173,4 +184,25 @@ Status<DriverError> require_single_tp(const config::EngineConfig& engine, std::s
 }
 
 }  // namespace detail
+Result<LaunchCommand, DriverError> SpawningDriver::launch_command(const config::EngineConfig& engine,
+                                                                  const LaunchOptions& options) const {
+  auto st = detail::check_common(engine, name());
+  if (st && traits_.plain) {
+    st = detail::require_plain(options, name());
+  }
+  if (st && traits_.single_tp) {
+    st = detail::require_single_tp(engine, name());
+  }
+  LaunchCommand cmd;
+  if (st) {
+    st = engine_line(engine, options, cmd);
+  }
+  if (!st) {
+    return st.error();
+  }
+  cmd.argv.insert(cmd.argv.end(), engine.extra_args.begin(), engine.extra_args.end());
+  detail::pin_gpus(engine.gpus, cmd.env);
+  return cmd;
+}
+
 }  // namespace cgn::agent

@@ -130,6 +130,34 @@ class EngineDriver {
   virtual bool publishes_kv_events() const { return false; }
 };
 
+// A driver that spawns its engine. launch_command() runs the checks every such driver shares
+// (detail::check_common, and require_plain / require_single_tp where the driver asks for them),
+// lets engine_line() write the engine's own program and flags, then appends [engine] extra_args
+// and pins the GPUs. Each driver file keeps its engine's wire facts: the line, health, metrics.
+class SpawningDriver : public EngineDriver {
+ public:
+  struct Traits {
+    std::optional<routing::EngineKind> metrics_kind;  // the scrape mapping; nullopt: no scrape
+    bool plain = false;      // no disaggregation or offload support (detail::require_plain)
+    bool single_tp = false;  // no tensor-parallel flag (detail::require_single_tp)
+  };
+  explicit SpawningDriver(Traits traits) : traits_(traits) {}
+
+  Result<LaunchCommand, DriverError> launch_command(const config::EngineConfig& engine,
+                                                    const LaunchOptions& options) const final;
+  std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& /*options*/) const final {
+    return traits_.metrics_kind;
+  }
+
+ protected:
+  // The engine's checks beyond the shared ones, and its line up to (not including) extra_args.
+  virtual Status<DriverError> engine_line(const config::EngineConfig& engine, const LaunchOptions& options,
+                                          LaunchCommand& cmd) const = 0;
+
+ private:
+  Traits traits_;
+};
+
 // Drivers by name. Not thread-safe while registering; read-only use is.
 class DriverRegistry {
  public:
@@ -173,6 +201,10 @@ std::string served_name_or_model(const config::EngineConfig& engine);
 std::string kv_events_config_json(const LaunchOptions& options, bool with_enable_key);
 // For engines with no disaggregation or offload support: role must be both, kv_offload none.
 Status<DriverError> require_plain(const LaunchOptions& options, std::string_view driver);
+// Appends `--host H --port N` (every spawned engine's bind address, right after its model).
+void add_host_port(const config::EngineConfig& engine, std::vector<std::string>& argv);
+// With options.kv_events: appends --kv-events-config and kv_events_config_json().
+void add_kv_events(const LaunchOptions& options, bool with_enable_key, std::vector<std::string>& argv);
 // For engines with no tensor-parallel flag: tensor_parallel must be 1.
 Status<DriverError> require_single_tp(const config::EngineConfig& engine, std::string_view driver);
 }  // namespace detail

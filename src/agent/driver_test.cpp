@@ -16,6 +16,28 @@ config::EngineConfig engine_config(std::string model, uint16_t port) {
   return e;
 }
 
+// vLLM's line for model "m" on HOST:PORT with TP 1, then `tail`.
+Argv vllm_m(const std::string& host, const std::string& port, const Argv& tail) {
+  Argv a = {"vllm", "serve",
+            "m",    "--host",
+            host,   "--port",
+            port,   "--served-model-name",
+            "m",    "--tensor-parallel-size",
+            "1"};
+  a.insert(a.end(), tail.begin(), tail.end());
+  return a;
+}
+
+// SGLang's line for model "m" on 127.0.0.1:PORT with TP 1, then `tail`.
+Argv sglang_m(const std::string& port, const Argv& tail) {
+  Argv a = {"python3", "-m", "sglang.launch_server", "--model-path", "m", "--host", "127.0.0.1",
+            "--port",  port, "--enable-metrics",     "--tp",         "1"};
+  a.insert(a.end(), tail.begin(), tail.end());
+  return a;
+}
+
+constexpr const char* kNixlBoth = R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})";
+
 struct LaunchCase {
   std::string label;
   std::string driver;
@@ -62,19 +84,7 @@ std::vector<LaunchCase> launch_cases() {
     c.options.nixl_side_channel_port = 5559;
     c.options.nixl_side_channel_host = "10.0.0.5";
     c.engine.gpus = {0};
-    c.argv = {"vllm",
-              "serve",
-              "m",
-              "--host",
-              "127.0.0.1",
-              "--port",
-              "8100",
-              "--served-model-name",
-              "m",
-              "--tensor-parallel-size",
-              "1",
-              "--kv-transfer-config",
-              R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"};
+    c.argv = vllm_m("127.0.0.1", "8100", {"--kv-transfer-config", kNixlBoth});
     c.env = {{"CUDA_VISIBLE_DEVICES", "0"},
              {"HIP_VISIBLE_DEVICES", "0"},
              {"VLLM_NIXL_SIDE_CHANNEL_HOST", "10.0.0.5"},
@@ -85,38 +95,14 @@ std::vector<LaunchCase> launch_cases() {
     LaunchCase c{"vllm_decode_nixl", "vllm", engine_config("m", 8200), {}, {}, {}};
     c.options.role = NodeRole::kDecode;
     c.options.nixl_side_channel_port = 5659;
-    c.argv = {"vllm",
-              "serve",
-              "m",
-              "--host",
-              "127.0.0.1",
-              "--port",
-              "8200",
-              "--served-model-name",
-              "m",
-              "--tensor-parallel-size",
-              "1",
-              "--kv-transfer-config",
-              R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"};
+    c.argv = vllm_m("127.0.0.1", "8200", {"--kv-transfer-config", kNixlBoth});
     c.env = {{"VLLM_NIXL_SIDE_CHANNEL_HOST", "127.0.0.1"}, {"VLLM_NIXL_SIDE_CHANNEL_PORT", "5659"}};
     cases.push_back(c);
   }
   {
     LaunchCase c{"vllm_both_nixl", "vllm", engine_config("m", 8000), {}, {}, {}};
     c.options.kv_offload = KvOffload::kNixl;
-    c.argv = {"vllm",
-              "serve",
-              "m",
-              "--host",
-              "127.0.0.1",
-              "--port",
-              "8000",
-              "--served-model-name",
-              "m",
-              "--tensor-parallel-size",
-              "1",
-              "--kv-transfer-config",
-              R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"};
+    c.argv = vllm_m("127.0.0.1", "8000", {"--kv-transfer-config", kNixlBoth});
     c.env = {{"VLLM_NIXL_SIDE_CHANNEL_HOST", "127.0.0.1"}};
     cases.push_back(c);
   }
@@ -126,38 +112,15 @@ std::vector<LaunchCase> launch_cases() {
     LaunchCase c{"vllm_host_configured", "vllm", engine_config("m", 8000), {}, {}, {}};
     c.engine.host = "10.1.2.3";
     c.options.role = NodeRole::kPrefill;
-    c.argv = {"vllm",
-              "serve",
-              "m",
-              "--host",
-              "10.1.2.3",
-              "--port",
-              "8000",
-              "--served-model-name",
-              "m",
-              "--tensor-parallel-size",
-              "1",
-              "--kv-transfer-config",
-              R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"};
+    c.argv = vllm_m("10.1.2.3", "8000", {"--kv-transfer-config", kNixlBoth});
     c.env = {{"VLLM_NIXL_SIDE_CHANNEL_HOST", "127.0.0.1"}};
     cases.push_back(c);
   }
   {
     LaunchCase c{"vllm_lmcache", "vllm", engine_config("m", 8000), {}, {}, {}};
     c.options.kv_offload = KvOffload::kLmcache;
-    c.argv = {"vllm",
-              "serve",
-              "m",
-              "--host",
-              "127.0.0.1",
-              "--port",
-              "8000",
-              "--served-model-name",
-              "m",
-              "--tensor-parallel-size",
-              "1",
-              "--kv-transfer-config",
-              R"({"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"})"};
+    c.argv = vllm_m("127.0.0.1", "8000",
+                    {"--kv-transfer-config", R"({"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"})"});
     cases.push_back(c);
   }
   {
@@ -184,23 +147,8 @@ std::vector<LaunchCase> launch_cases() {
     c.engine.served_name = "chat";
     c.engine.extra_args = {"--page-size", "64"};
     c.options.kv_offload = KvOffload::kHicache;
-    c.argv = {"python3",
-              "-m",
-              "sglang.launch_server",
-              "--model-path",
-              "m",
-              "--host",
-              "127.0.0.1",
-              "--port",
-              "30000",
-              "--enable-metrics",
-              "--tp",
-              "1",
-              "--served-model-name",
-              "chat",
-              "--enable-hierarchical-cache",
-              "--page-size",
-              "64"};
+    c.argv = sglang_m("30000",
+                      {"--served-model-name", "chat", "--enable-hierarchical-cache", "--page-size", "64"});
     cases.push_back(c);
   }
   {
@@ -224,45 +172,15 @@ std::vector<LaunchCase> launch_cases() {
     c.options.role = NodeRole::kPrefill;
     c.options.pd_transfer_backend = "mooncake";
     c.options.page_size = 64;
-    c.argv = {"python3",
-              "-m",
-              "sglang.launch_server",
-              "--model-path",
-              "m",
-              "--host",
-              "127.0.0.1",
-              "--port",
-              "30000",
-              "--enable-metrics",
-              "--tp",
-              "1",
-              "--page-size",
-              "64",
-              "--disaggregation-mode",
-              "prefill",
-              "--disaggregation-transfer-backend",
-              "mooncake"};
+    c.argv = sglang_m("30000", {"--page-size", "64", "--disaggregation-mode", "prefill",
+                                "--disaggregation-transfer-backend", "mooncake"});
     cases.push_back(c);
   }
   {
     LaunchCase c{"sglang_decode_nixl", "sglang", engine_config("m", 30001), {}, {}, {}};
     c.options.role = NodeRole::kDecode;
-    c.argv = {"python3",
-              "-m",
-              "sglang.launch_server",
-              "--model-path",
-              "m",
-              "--host",
-              "127.0.0.1",
-              "--port",
-              "30001",
-              "--enable-metrics",
-              "--tp",
-              "1",
-              "--disaggregation-mode",
-              "decode",
-              "--disaggregation-transfer-backend",
-              "nixl"};
+    c.argv =
+        sglang_m("30001", {"--disaggregation-mode", "decode", "--disaggregation-transfer-backend", "nixl"});
     cases.push_back(c);
   }
   {

@@ -1,6 +1,7 @@
 // external: an engine someone else runs at [engine] url (default 127.0.0.1:[engine] port).
-// Nothing is spawned; the agent probes, scrapes and proxies to it. LaunchOptions::attach_kind names the engine whose health and
-// metrics semantics apply ("vllm", "llamacpp", ...); empty means GET /health == 200 and no scrape.
+// Nothing is spawned; the agent probes, scrapes and proxies to it. LaunchOptions::attach_kind names the
+// engine whose health and metrics semantics apply ("vllm", "llamacpp", ...); empty means GET /health == 200
+// and no scrape.
 #include "agent/driver.h"
 
 namespace cgn::agent {

@@ -12,6 +12,7 @@
 #include "agent/subprocess.h"
 #include "core/json_bounds.h"
 #include "core/log.h"
+#include "core/text.h"
 
 namespace cgn::agent {
 
@@ -30,13 +31,7 @@ std::string_view to_string(GpuError e) {
 namespace {
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
+  return text::trim(s, " \t\r");
 }
 
 std::string lower(std::string_view s) {

@@ -5,44 +5,11 @@
 namespace cgn::agent {
 namespace {
 
-class LlamacppDriver final : public EngineDriver {
+class LlamacppDriver final : public SpawningDriver {
  public:
+  LlamacppDriver()
+      : SpawningDriver({.metrics_kind = routing::EngineKind::kLlamaCpp, .plain = true, .single_tp = true}) {}
   std::string_view name() const override { return "llamacpp"; }
-
-  Result<LaunchCommand, DriverError> launch_command(const config::EngineConfig& engine,
-                                                    const LaunchOptions& options) const override {
-    if (auto st = detail::check_common(engine, name()); !st) {
-      return st.error();
-    }
-    if (auto st = detail::require_plain(options, name()); !st) {
-      return st.error();
-    }
-    if (auto st = detail::require_single_tp(engine, name()); !st) {
-      return st.error();
-    }
-    if (options.parallel_slots == 0) {
-      return make_error(DriverError::kInvalidConfig,
-                        "llamacpp: parallel slots (--parallel) must be at least 1");
-    }
-    LaunchCommand cmd;
-    cmd.argv = {"llama-server",
-                "-m",
-                engine.model,
-                "--host",
-                engine.host,
-                "--port",
-                std::to_string(engine.port),
-                "--parallel",
-                std::to_string(options.parallel_slots),
-                "--metrics"};
-    if (!engine.served_name.empty()) {
-      cmd.argv.push_back("--alias");
-      cmd.argv.push_back(engine.served_name);
-    }
-    cmd.argv.insert(cmd.argv.end(), engine.extra_args.begin(), engine.extra_args.end());
-    detail::pin_gpus(engine.gpus, cmd.env);
-    return cmd;
-  }
 
   HealthSpec health(const LaunchOptions& /*options*/) const override {
     HealthSpec spec;
@@ -50,8 +17,21 @@ class LlamacppDriver final : public EngineDriver {
     spec.loading_marker = "Loading model";
     return spec;
   }
-  std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& /*options*/) const override {
-    return routing::EngineKind::kLlamaCpp;
+
+ protected:
+  Status<DriverError> engine_line(const config::EngineConfig& engine, const LaunchOptions& options,
+                                  LaunchCommand& cmd) const override {
+    if (options.parallel_slots == 0) {
+      return make_error(DriverError::kInvalidConfig,
+                        "llamacpp: parallel slots (--parallel) must be at least 1");
+    }
+    cmd.argv = {"llama-server", "-m", engine.model};
+    detail::add_host_port(engine, cmd.argv);
+    cmd.argv.insert(cmd.argv.end(), {"--parallel", std::to_string(options.parallel_slots), "--metrics"});
+    if (!engine.served_name.empty()) {
+      cmd.argv.insert(cmd.argv.end(), {"--alias", engine.served_name});
+    }
+    return Ok{};
   }
 };
 

@@ -13,7 +13,21 @@
 #include <charconv>
 #include <optional>
 
+#include "core/text.h"
+
 namespace cgn::agent {
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
 
 std::string_view to_string(GetError e) {
   switch (e) {
@@ -57,28 +71,6 @@ int remaining_ms(std::chrono::steady_clock::time_point deadline) {
   return left.count() > 0 ? static_cast<int>(left.count()) : 0;
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 Error<GetError> bad(std::string message) {
   return make_error(GetError::kBadResponse, std::move(message));
 }
@@ -113,8 +105,8 @@ Result<GetReply, GetError> parse_http_response(std::string_view raw, size_t max_
     if (colon == std::string_view::npos) {
       continue;
     }
-    std::string_view name = trim(line.substr(0, colon));
-    std::string_view value = trim(line.substr(colon + 1));
+    std::string_view name = text::trim(line.substr(0, colon), " \t\r");
+    std::string_view value = text::trim(line.substr(colon + 1), " \t\r");
     if (iequals(name, "content-length")) {
       size_t n = 0;
       auto [q, e2] = std::from_chars(value.data(), value.data() + value.size(), n);

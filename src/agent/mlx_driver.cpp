@@ -6,43 +6,25 @@
 namespace cgn::agent {
 namespace {
 
-class MlxDriver final : public EngineDriver {
+class MlxDriver final : public SpawningDriver {
  public:
+  MlxDriver() : SpawningDriver({.metrics_kind = std::nullopt, .plain = true, .single_tp = true}) {}
   std::string_view name() const override { return "mlx"; }
-
-  Result<LaunchCommand, DriverError> launch_command(const config::EngineConfig& engine,
-                                                    const LaunchOptions& options) const override {
-    if (auto st = detail::check_common(engine, name()); !st) {
-      return st.error();
-    }
-    if (auto st = detail::require_plain(options, name()); !st) {
-      return st.error();
-    }
-    if (auto st = detail::require_single_tp(engine, name()); !st) {
-      return st.error();
-    }
-    if (!engine.served_name.empty() && engine.served_name != engine.model) {
-      return detail::unsupported(name(),
-                                 "served_name different from model (mlx_lm.server has no alias flag)");
-    }
-    LaunchCommand cmd;
-    cmd.argv = {"mlx_lm.server",
-                "--model",
-                engine.model,
-                "--host",
-                engine.host,
-                "--port",
-                std::to_string(engine.port)};
-    cmd.argv.insert(cmd.argv.end(), engine.extra_args.begin(), engine.extra_args.end());
-    detail::pin_gpus(engine.gpus, cmd.env);
-    return cmd;
-  }
 
   std::optional<std::string> metrics_path(const LaunchOptions& /*options*/) const override {
     return std::nullopt;
   }
-  std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& /*options*/) const override {
-    return std::nullopt;
+
+ protected:
+  Status<DriverError> engine_line(const config::EngineConfig& engine, const LaunchOptions& /*options*/,
+                                  LaunchCommand& cmd) const override {
+    if (!engine.served_name.empty() && engine.served_name != engine.model) {
+      return detail::unsupported(name(),
+                                 "served_name different from model (mlx_lm.server has no alias flag)");
+    }
+    cmd.argv = {"mlx_lm.server", "--model", engine.model};
+    detail::add_host_port(engine, cmd.argv);
+    return Ok{};
   }
 };
 

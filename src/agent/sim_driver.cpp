@@ -6,43 +6,24 @@
 namespace cgn::agent {
 namespace {
 
-class SimDriver final : public EngineDriver {
+class SimDriver final : public SpawningDriver {
  public:
+  SimDriver() : SpawningDriver({routing::EngineKind::kVllm}) {}
   std::string_view name() const override { return "sim"; }
-
-  Result<LaunchCommand, DriverError> launch_command(const config::EngineConfig& engine,
-                                                    const LaunchOptions& options) const override {
-    if (auto st = detail::check_common(engine, name()); !st) {
-      return st.error();
-    }
-    if (options.kv_offload != KvOffload::kNone) {
-      return detail::unsupported(name(), "kv_offload");
-    }
-    LaunchCommand cmd;
-    cmd.argv = {"cgn-engine-sim",
-                "--flavour",
-                "vllm",
-                "--model",
-                engine.model,
-                "--host",
-                engine.host,
-                "--port",
-                std::to_string(engine.port),
-                "--served-model-name",
-                detail::served_name_or_model(engine)};
-    if (options.kv_events) {
-      cmd.argv.push_back("--kv-events-config");
-      cmd.argv.push_back(detail::kv_events_config_json(options, /*with_enable_key=*/true));
-    }
-    cmd.argv.insert(cmd.argv.end(), engine.extra_args.begin(), engine.extra_args.end());
-    detail::pin_gpus(engine.gpus, cmd.env);
-    return cmd;
-  }
 
   bool publishes_kv_events() const override { return true; }
 
-  std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& /*options*/) const override {
-    return routing::EngineKind::kVllm;
+ protected:
+  Status<DriverError> engine_line(const config::EngineConfig& engine, const LaunchOptions& options,
+                                  LaunchCommand& cmd) const override {
+    if (options.kv_offload != KvOffload::kNone) {
+      return detail::unsupported(name(), "kv_offload");
+    }
+    cmd.argv = {"cgn-engine-sim", "--flavour", "vllm", "--model", engine.model};
+    detail::add_host_port(engine, cmd.argv);
+    cmd.argv.insert(cmd.argv.end(), {"--served-model-name", detail::served_name_or_model(engine)});
+    detail::add_kv_events(options, /*with_enable_key=*/true, cmd.argv);
+    return Ok{};
   }
 };
 

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <memory>
 #include <mutex>
 
 #include "agent/loopback_get.h"
@@ -120,21 +121,55 @@ bool process_gone(pid_t pid) {
   return ::kill(pid, 0) != 0;
 }
 
+config::EngineConfig engine_for(std::string model, uint16_t port) {
+  config::EngineConfig engine;
+  engine.model = std::move(model);
+  engine.port = port;
+  return engine;
+}
+
+// `driver`'s command for `engine` under a started Supervisor that probes with `health`.
+std::unique_ptr<Supervisor> start_supervised(const TempDir& dir, const std::string& driver,
+                                             const config::EngineConfig& engine, const HealthSpec& health,
+                                             Recorder& rec) {
+  auto sup = std::make_unique<Supervisor>(command_for(driver, engine), health, fast_options(dir, engine.port),
+                                          rec.listener(), rec.sink());
+  sup->start();
+  return sup;
+}
+
+// The fake vLLM (ready as soon as it listens) for model "m" on `port`, under a started Supervisor.
+std::unique_ptr<Supervisor> start_fake_vllm(const TempDir& dir, uint16_t port, Recorder& rec) {
+  write_wrapper(dir, "vllm", "vllm", "");
+  return start_supervised(dir, "vllm", engine_for("m", port), HealthSpec{}, rec);
+}
+
+// The fake vLLM (model "m", free port) under a started Supervisor, ready before the test body.
+class SupervisedReadyVllm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    supervised_ = start_fake_vllm(dir_, port_, rec_);
+    ASSERT_TRUE(wait_until([&] { return supervised_->state() == cluster::EngineState::kReady; }, 10s));
+  }
+
+  TempDir dir_;
+  const uint16_t port_ = static_cast<uint16_t>(cgn::testing::free_port());
+  Recorder rec_;
+  std::unique_ptr<Supervisor> supervised_;
+};
+
 TEST(Supervisor, vllm_engine_runs_from_the_drivers_command_with_pinned_gpus_and_becomes_ready) {
   TempDir dir;
   const std::string loaded = dir.file("loaded");
   write_wrapper(dir, "vllm", "vllm", loaded);
   const uint16_t port = static_cast<uint16_t>(cgn::testing::free_port());
-  config::EngineConfig engine;
-  engine.model = "fake/model";
-  engine.port = port;
+  auto engine = engine_for("fake/model", port);
   engine.gpus = {0, 1};
   Recorder rec;
   const std::string log_file = dir.file("agent.log");
   log::set_file_sink(log_file);
-  Supervisor sup(command_for("vllm", engine), (*builtin_drivers().find("vllm"))->health({}),
-                 fast_options(dir, port), rec.listener(), rec.sink());
-  sup.start();
+  auto supervised = start_supervised(dir, "vllm", engine, (*builtin_drivers().find("vllm"))->health({}), rec);
+  Supervisor& sup = *supervised;
   // Loading: the port is closed, and that must not count as unhealthy.
   ASSERT_TRUE(wait_until([&] { return rec.saw_line("fake vllm engine"); }, 10s));
   EXPECT_TRUE(wait_until([&] { return rec.count(cluster::EngineState::kStarting) == 1; }, 5s));
@@ -163,13 +198,10 @@ TEST(Supervisor, llamacpp_loading_503_is_loading_not_unhealthy) {
   const std::string loaded = dir.file("loaded");
   write_wrapper(dir, "llama-server", "llama-server", loaded);
   const uint16_t port = static_cast<uint16_t>(cgn::testing::free_port());
-  config::EngineConfig engine;
-  engine.model = "/m/q.gguf";
-  engine.port = port;
   Recorder rec;
-  Supervisor sup(command_for("llamacpp", engine), (*builtin_drivers().find("llamacpp"))->health({}),
-                 fast_options(dir, port), rec.listener(), rec.sink());
-  sup.start();
+  auto supervised = start_supervised(dir, "llamacpp", engine_for("/m/q.gguf", port),
+                                     (*builtin_drivers().find("llamacpp"))->health({}), rec);
+  Supervisor& sup = *supervised;
   // Several probes answered 503 "Loading model" (more than unhealthy_after) ...
   ASSERT_TRUE(wait_until([&] { return rec.lines_with("\"GET /health HTTP/1.1\" 503") >= 4; }, 10s));
   EXPECT_EQ(sup.state(), cluster::EngineState::kStarting);
@@ -179,18 +211,10 @@ TEST(Supervisor, llamacpp_loading_503_is_loading_not_unhealthy) {
   EXPECT_TRUE(rec.saw_line("--parallel 4 --metrics"));
 }
 
-TEST(Supervisor, failing_health_after_ready_reports_unhealthy_once_then_ready_again) {
-  TempDir dir;
-  write_wrapper(dir, "vllm", "vllm", "");
-  const uint16_t port = static_cast<uint16_t>(cgn::testing::free_port());
-  config::EngineConfig engine;
-  engine.model = "m";
-  engine.port = port;
-  Recorder rec;
-  Supervisor sup(command_for("vllm", engine), HealthSpec{}, fast_options(dir, port), rec.listener(),
-                 rec.sink());
-  sup.start();
-  ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kReady; }, 10s));
+TEST_F(SupervisedReadyVllm, failing_health_after_ready_reports_unhealthy_once_then_ready_again) {
+  Supervisor& sup = *supervised_;
+  Recorder& rec = rec_;
+  const uint16_t port = port_;
   ASSERT_TRUE(loopback_get("127.0.0.1", port, "/fail", 2s).ok());
   ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kUnhealthy; }, 10s));
   // Keep failing for a few more probes: still one report.
@@ -201,18 +225,10 @@ TEST(Supervisor, failing_health_after_ready_reports_unhealthy_once_then_ready_ag
   EXPECT_EQ(sup.starts(), 1u);
 }
 
-TEST(Supervisor, restarts_an_exited_engine_and_reports_each_transition) {
-  TempDir dir;
-  write_wrapper(dir, "vllm", "vllm", "");
-  const uint16_t port = static_cast<uint16_t>(cgn::testing::free_port());
-  config::EngineConfig engine;
-  engine.model = "m";
-  engine.port = port;
-  Recorder rec;
-  Supervisor sup(command_for("vllm", engine), HealthSpec{}, fast_options(dir, port), rec.listener(),
-                 rec.sink());
-  sup.start();
-  ASSERT_TRUE(wait_until([&] { return sup.state() == cluster::EngineState::kReady; }, 10s));
+TEST_F(SupervisedReadyVllm, restarts_an_exited_engine_and_reports_each_transition) {
+  Supervisor& sup = *supervised_;
+  Recorder& rec = rec_;
+  const uint16_t port = port_;
   const pid_t first = *sup.pid();
   ASSERT_TRUE(loopback_get("127.0.0.1", port, "/exit?code=3", 2s).ok());
   ASSERT_TRUE(wait_until([&] { return rec.count(cluster::EngineState::kReady) == 2; }, 15s));

@@ -5,33 +5,22 @@
 namespace cgn::agent {
 namespace {
 
-class TrtllmDriver final : public EngineDriver {
+class TrtllmDriver final : public SpawningDriver {
  public:
+  TrtllmDriver() : SpawningDriver({.metrics_kind = routing::EngineKind::kTrtLlm, .plain = true}) {}
   std::string_view name() const override { return "trtllm"; }
-
-  Result<LaunchCommand, DriverError> launch_command(const config::EngineConfig& engine,
-                                                    const LaunchOptions& options) const override {
-    if (auto st = detail::check_common(engine, name()); !st) {
-      return st.error();
-    }
-    if (auto st = detail::require_plain(options, name()); !st) {
-      return st.error();
-    }
-    LaunchCommand cmd;
-    cmd.argv = {"trtllm-serve", engine.model,
-                "--host",       engine.host,
-                "--port",       std::to_string(engine.port),
-                "--tp_size",    std::to_string(engine.tensor_parallel)};
-    cmd.argv.insert(cmd.argv.end(), engine.extra_args.begin(), engine.extra_args.end());
-    detail::pin_gpus(engine.gpus, cmd.env);
-    return cmd;
-  }
 
   std::optional<std::string> metrics_path(const LaunchOptions& /*options*/) const override {
     return std::string("/prometheus/metrics");
   }
-  std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& /*options*/) const override {
-    return routing::EngineKind::kTrtLlm;
+
+ protected:
+  Status<DriverError> engine_line(const config::EngineConfig& engine, const LaunchOptions& /*options*/,
+                                  LaunchCommand& cmd) const override {
+    cmd.argv = {"trtllm-serve", engine.model};
+    detail::add_host_port(engine, cmd.argv);
+    cmd.argv.insert(cmd.argv.end(), {"--tp_size", std::to_string(engine.tensor_parallel)});
+    return Ok{};
   }
 };
 

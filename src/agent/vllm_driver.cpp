@@ -12,57 +12,65 @@
 namespace cgn::agent {
 namespace {
 
-class VllmDriver final : public EngineDriver {
+class VllmDriver final : public SpawningDriver {
  public:
+  VllmDriver() : SpawningDriver({routing::EngineKind::kVllm}) {}
   std::string_view name() const override { return "vllm"; }
 
-  Result<LaunchCommand, DriverError> launch_command(const config::EngineConfig& engine,
-                                                    const LaunchOptions& options) const override {
-    if (auto st = detail::check_common(engine, name()); !st) {
-      return st.error();
+  bool publishes_kv_events() const override { return true; }
+
+ protected:
+  Status<DriverError> engine_line(const config::EngineConfig& engine, const LaunchOptions& options,
+                                  LaunchCommand& cmd) const override {
+    cmd.argv = {"vllm", "serve", engine.model};
+    detail::add_host_port(engine, cmd.argv);
+    cmd.argv.insert(cmd.argv.end(), {"--served-model-name", detail::served_name_or_model(engine),
+                                     "--tensor-parallel-size", std::to_string(engine.tensor_parallel)});
+    auto kv_transfer = kv_transfer_config(options, cmd.env);
+    if (!kv_transfer) {
+      return kv_transfer.error();
     }
-    LaunchCommand cmd;
-    cmd.argv = {"vllm",
-                "serve",
-                engine.model,
-                "--host",
-                engine.host,
-                "--port",
-                std::to_string(engine.port),
-                "--served-model-name",
-                detail::served_name_or_model(engine),
-                "--tensor-parallel-size",
-                std::to_string(engine.tensor_parallel)};
+    if (!kv_transfer->empty()) {
+      cmd.argv.push_back("--kv-transfer-config");
+      cmd.argv.push_back(*kv_transfer);
+    }
+    detail::add_kv_events(options, /*with_enable_key=*/true, cmd.argv);
+    return Ok{};
+  }
+
+ private:
+  // --kv-transfer-config for the role and kv_offload (empty: none), and the NIXL side channel's
+  // variables where the NixlConnector runs.
+  Result<std::string, DriverError> kv_transfer_config(const LaunchOptions& options,
+                                                      std::map<std::string, std::string>& env) const {
     const bool disaggregated = options.role != routing::NodeRole::kBoth;
-    std::string kv_transfer;
     switch (options.kv_offload) {
       case KvOffload::kNone:
       case KvOffload::kNixl:
-        if (disaggregated || options.kv_offload == KvOffload::kNixl) {
-          if (options.pd_transfer_backend != "nixl") {
-            return detail::unsupported(name(), fmt::format("pd_transfer_backend = \"{}\" (the router speaks "
-                                                           "vLLM's NixlConnector flow; use nixl)",
-                                                           options.pd_transfer_backend));
-          }
-          kv_transfer = R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})";
-          // Always explicit: the side channel is the one engine socket other nodes must reach, so it
-          // binds loopback (vLLM's own default is "localhost") unless configured to this node's
-          // address (docs/security.md).
-          cmd.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] =
-              options.nixl_side_channel_host.empty() ? "127.0.0.1" : options.nixl_side_channel_host;
-          if (options.nixl_side_channel_port != 0) {
-            cmd.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = std::to_string(options.nixl_side_channel_port);
-          }
+        if (!disaggregated && options.kv_offload != KvOffload::kNixl) {
+          return std::string();
         }
-        break;
+        if (options.pd_transfer_backend != "nixl") {
+          return detail::unsupported(name(), fmt::format("pd_transfer_backend = \"{}\" (the router speaks "
+                                                         "vLLM's NixlConnector flow; use nixl)",
+                                                         options.pd_transfer_backend));
+        }
+        // Always explicit: the side channel is the one engine socket other nodes must reach, so it
+        // binds loopback (vLLM's own default is "localhost") unless configured to this node's
+        // address (docs/security.md).
+        env["VLLM_NIXL_SIDE_CHANNEL_HOST"] =
+            options.nixl_side_channel_host.empty() ? "127.0.0.1" : options.nixl_side_channel_host;
+        if (options.nixl_side_channel_port != 0) {
+          env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = std::to_string(options.nixl_side_channel_port);
+        }
+        return std::string(R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})");
       case KvOffload::kLmcache:
         if (disaggregated) {
           return detail::unsupported(name(),
                                      "kv_offload = \"lmcache\" with a prefill or decode role "
                                      "(needs a MultiConnector line this driver does not build)");
         }
-        kv_transfer = R"({"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"})";
-        break;
+        return std::string(R"({"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"})");
       case KvOffload::kHicache:
         return detail::unsupported(name(), "kv_offload = \"hicache\" (an SGLang feature)");
       case KvOffload::kKvbm:
@@ -71,23 +79,7 @@ class VllmDriver final : public EngineDriver {
         return detail::unsupported(name(),
                                    "kv_offload = \"cgn\" (the cgn-kvcached connector does not exist yet)");
     }
-    if (!kv_transfer.empty()) {
-      cmd.argv.push_back("--kv-transfer-config");
-      cmd.argv.push_back(kv_transfer);
-    }
-    if (options.kv_events) {
-      cmd.argv.push_back("--kv-events-config");
-      cmd.argv.push_back(detail::kv_events_config_json(options, /*with_enable_key=*/true));
-    }
-    cmd.argv.insert(cmd.argv.end(), engine.extra_args.begin(), engine.extra_args.end());
-    detail::pin_gpus(engine.gpus, cmd.env);
-    return cmd;
-  }
-
-  bool publishes_kv_events() const override { return true; }
-
-  std::optional<routing::EngineKind> metrics_kind(const LaunchOptions& /*options*/) const override {
-    return routing::EngineKind::kVllm;
+    return std::string();
   }
 };
 
