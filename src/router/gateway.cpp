@@ -39,6 +39,13 @@ using http::HttpResult;
 
 namespace {
 
+// The policy the gateway is built with; an unknown name fails start() (kConfig) before anything
+// runs, so the kv default here is never routed with.
+routing::RoutingPolicy initial_policy(const config::RouterConfig& cfg) {
+  auto p = policy_from_config(cfg);
+  return p ? *p : routing::RoutingPolicy{};
+}
+
 log::Logger logger() {
   static log::Logger l = log::get("router");
   return l;
@@ -196,7 +203,7 @@ Gateway::Gateway(GatewayOptions options, std::unique_ptr<cluster::StateStore> st
       keys_(std::move(keys)),
       rejections_(metrics_, std::chrono::seconds(options_.router.limits.reject_log_interval_s)),
       admission_(options_.router.admission),
-      nodes_(clock_, policy_from_config(options_.router), index_from_config(options_.router), options_.seed),
+      nodes_(clock_, initial_policy(options_.router), index_from_config(options_.router), options_.seed),
       services_{nodes_, metrics_, admission_, options_.router, options_.cluster_token, options_.max_attempts},
       handlers_(std::make_unique<GatewayHandlers>(GatewayHandlers::Parts{
           services_, rejections_, clients_, options_.dashboard_dir, options_.router.metrics.listen.empty()})),
@@ -211,6 +218,9 @@ Result<uint16_t, GatewayError> Gateway::start() {
     return make_error(GatewayError::kStart, "gateway already started");
   }
   started_ = true;
+  if (auto policy = policy_from_config(options_.router); !policy) {
+    return make_error(GatewayError::kConfig, "[router] policy: " + policy.error().message);
+  }
   auto sc = build_servers();
   if (!sc) {
     return sc.error();
@@ -350,12 +360,15 @@ void Gateway::stop(std::chrono::milliseconds grace) {
   }
 }
 
-void Gateway::reload(const config::RouterConfig& cfg) {
+Status<GatewayError> Gateway::reload(const config::RouterConfig& cfg) {
   const auto next = policy_from_config(cfg);
+  if (!next) {
+    return make_error(GatewayError::kConfig, "[router] policy: " + next.error().message);
+  }
   std::string change;
   nodes_.locked([&](routing::RoutingCore& core, NodeTable::Nodes&) {
-    change = describe_policy_change(core.policy(), next);
-    core.set_policy(next);
+    change = describe_policy_change(core.policy(), *next);
+    core.set_policy(*next);
     core.set_index_config(index_from_config(cfg));
   });
   admission_.set_config(cfg.admission);
@@ -364,6 +377,7 @@ void Gateway::reload(const config::RouterConfig& cfg) {
   } else {
     CGN_LOG_INFO(logger(), "routing policy reloaded", log::kv("changes", change));
   }
+  return Ok{};
 }
 
 void Gateway::on_node_event(const cluster::NodeEvent& ev) {

@@ -131,7 +131,11 @@ Status<OptionsError> RouterApp::reload() {
     return make_error(OptionsError::kConfig, cfg.error().message);
   }
   if (gateway_ && !stopped_) {
-    gateway_->reload(cfg->router);
+    if (auto st = gateway_->reload(cfg->router); !st) {
+      CGN_LOG_ERROR(logger(), "reload failed; keeping the current policy",
+                    log::kv("error", st.error().message));
+      return make_error(OptionsError::kConfig, st.error().message);
+    }
   }
   return Ok{};
 }

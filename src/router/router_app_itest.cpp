@@ -98,6 +98,19 @@ TEST(RouterApp, AStartFailureIsAnErrorValueNamingTheCauseAndLeavesNothingRunning
     EXPECT_EQ(app.gateway(), nullptr);
   }
   {
+    // A policy name the registry does not know (the config file's own check names the file and
+    // line; this is the gateway's, for options built in code).
+    RouterSetup setup = over(engine);
+    setup.gateway.router.policy = "fastest";
+    RouterApp app(std::move(setup));
+    auto port = app.start();
+    ASSERT_FALSE(port);
+    EXPECT_THAT(port.error().message,
+                HasSubstr("[router] policy: routing policy \"fastest\" is not registered; registered: kv, "
+                          "round_robin, random, least_load, session"));
+    EXPECT_EQ(app.gateway(), nullptr);
+  }
+  {
     cgn::testing::TempDir dir;
     RouterSetup setup = over(engine);
     setup.port_file = dir.file("missing-dir/port");

@@ -64,10 +64,16 @@ bool Gateway::apply_state_event(const cluster::NodeEvent& ev) {
         return true;
       }
       const auto next = policy_from_config(*ev.policy);
+      if (!next) {
+        CGN_LOG_ERROR(log::get("router"),
+                      "policy from the state backend rejected; keeping the current policy",
+                      log::kv("origin", ev.policy_origin), log::kv("error", next.error().message));
+        return true;
+      }
       std::string change;
       nodes_.locked([&](routing::RoutingCore& core, NodeTable::Nodes&) {
-        change = describe_policy_change(core.policy(), next);
-        core.set_policy(next);
+        change = describe_policy_change(core.policy(), *next);
+        core.set_policy(*next);
         core.set_index_config(index_from_config(*ev.policy));
       });
       admission_.set_config(ev.policy->admission);

@@ -7,6 +7,8 @@
 #include <map>
 #include <string>
 
+#include "core/config.h"
+#include "routing/policies.h"
 #include "routing/test_util.h"
 
 namespace cgn::routing {
@@ -16,6 +18,13 @@ using testing::digests;
 using testing::shared_prefix_prompt;
 
 constexpr Nanos kSec = kNanosPerSecond;
+
+// A built-in policy by name (policies.h).
+const Policy* named(std::string_view name) {
+  const Policy* p = builtin_policy(name);
+  EXPECT_NE(p, nullptr) << name;
+  return p;
+}
 
 // "prefix" + number without operator+(const char*, string&&), which trips GCC 12's -Wrestrict.
 std::string name_of(std::string prefix, long long n) {
@@ -579,17 +588,17 @@ TEST(LoadGuard, SpreadCountsRunningOnlyWhenAsked) {
     EXPECT_EQ(res->guarded_out, counts_running ? 1u : 0u) << counts_running;
   }
   // Policies that ignore load keep the spread rule on load: it is what balances their decodes.
-  for (const PolicyKind kind : {PolicyKind::kRoundRobin, PolicyKind::kRandom}) {
+  for (const Policy* kind : {named("round_robin"), named("random")}) {
     RoutingPolicy p;
-    p.kind = kind;
+    p.ranking = kind;
     Fleet f(p);
     const NodeIndex busy = f.add("busy", {.running = 30});
     f.add("b");
     auto res = f.core.decide(request_for(digests(13, 8)));
     ASSERT_TRUE(res.ok());
-    ASSERT_EQ(res->ranked.size(), 1u) << to_string(kind);
-    EXPECT_NE(res->ranked[0].node, busy) << to_string(kind);
-    EXPECT_EQ(res->guarded_out, 1u) << to_string(kind);
+    ASSERT_EQ(res->ranked.size(), 1u) << kind->name();
+    EXPECT_NE(res->ranked[0].node, busy) << kind->name();
+    EXPECT_EQ(res->guarded_out, 1u) << kind->name();
   }
 }
 
@@ -630,17 +639,69 @@ TEST(LoadGuard, RouterInFlightCountsAsLoadBetweenScrapes) {
 
 // ---------------------------------------------------------------- policies
 
-TEST(Policies, ParseAndPrint) {
-  for (auto k : {PolicyKind::kKv, PolicyKind::kRoundRobin, PolicyKind::kRandom, PolicyKind::kLeastLoad,
-                 PolicyKind::kSession}) {
-    EXPECT_EQ(parse_policy_kind(to_string(k)), k);
+TEST(Policies, RegisteredByNameInTheConfigsOrder) {
+  std::vector<std::string_view> config_names(std::begin(config::kRoutingPolicies),
+                                             std::end(config::kRoutingPolicies));
+  EXPECT_EQ(builtin_policies().names(), config_names);  // cognitora.toml accepts exactly these
+  for (const std::string_view name : config_names) {
+    auto p = find_policy(name);
+    ASSERT_TRUE(p) << name;
+    EXPECT_EQ((*p)->name(), name);
+    EXPECT_EQ(builtin_policy(name), *p);
   }
-  EXPECT_FALSE(parse_policy_kind("fastest").has_value());
+  EXPECT_EQ(RoutingPolicy{}.ranking, named("kv"));
+}
+
+TEST(Policies, AnUnknownNameIsAnErrorListingTheRegisteredNames) {
+  auto p = find_policy("fastest");
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().code, PolicyError::kUnknown);
+  EXPECT_EQ(p.error().message,
+            "routing policy \"fastest\" is not registered; registered: kv, round_robin, random, least_load, "
+            "session");
+  EXPECT_EQ(builtin_policy("fastest"), nullptr);
+}
+
+// A policy added to a registry is found by its name and ranks decisions; a second one of the same
+// name, or one without a name, is refused.
+class ReversePolicy final : public Policy {
+ public:
+  explicit ReversePolicy(std::string name) : Policy(std::move(name), {}) {}
+  void sort_keys(const RankInput& in, std::vector<RankKey>& keys) const override {
+    for (uint32_t i = 0; i < in.candidates.size(); ++i) {
+      keys.push_back(RankKey{-static_cast<int64_t>(i), 0, 0, i});
+    }
+  }
+};
+
+TEST(Policies, ARegistryTakesNewPoliciesByName) {
+  PolicyRegistry r;
+  ASSERT_TRUE(r.add(std::make_unique<ReversePolicy>("reverse")));
+  auto twice = r.add(std::make_unique<ReversePolicy>("reverse"));
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().code, PolicyError::kInvalid);
+  EXPECT_FALSE(r.add(std::make_unique<ReversePolicy>("")));
+  EXPECT_FALSE(r.add(nullptr));
+  EXPECT_EQ(r.names(), std::vector<std::string_view>{"reverse"});
+  auto reverse = r.find("reverse");
+  ASSERT_TRUE(reverse);
+
+  RoutingPolicy p;
+  p.ranking = *reverse;
+  Fleet f(p);
+  f.add("a");
+  f.add("b");
+  const NodeIndex c = f.add("c");
+  auto res = f.core.decide(request_for(digests(14, 4)));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->policy, *reverse);
+  EXPECT_EQ(res->ranked[0].node, c);
+  EXPECT_EQ(r.find("kv").error().message, "routing policy \"kv\" is not registered; registered: reverse");
 }
 
 TEST(Policies, RoundRobinCyclesEligibleNodes) {
   RoutingPolicy p;
-  p.kind = PolicyKind::kRoundRobin;
+  p.ranking = named("round_robin");
   Fleet f(p);
   const NodeIndex a = f.add("a");
   const NodeIndex b = f.add("b");
@@ -651,7 +712,7 @@ TEST(Policies, RoundRobinCyclesEligibleNodes) {
   for (int i = 0; i < 6; ++i) {
     auto res = f.core.decide(request_for(d));
     ASSERT_TRUE(res.ok());
-    EXPECT_EQ(res->policy, PolicyKind::kRoundRobin);
+    EXPECT_EQ(res->policy, named("round_robin"));
     EXPECT_EQ(res->ranked.size(), 3u);
     firsts.push_back(res->ranked[0].node);
   }
@@ -660,7 +721,7 @@ TEST(Policies, RoundRobinCyclesEligibleNodes) {
 
 TEST(Policies, RandomCoversAllNodesAndKeepsFailoverOrder) {
   RoutingPolicy p;
-  p.kind = PolicyKind::kRandom;
+  p.ranking = named("random");
   Fleet f(p, 3);
   for (const char* id : {"a", "b", "c", "d"}) {
     f.add(id);
@@ -685,7 +746,7 @@ TEST(Policies, RandomCoversAllNodesAndKeepsFailoverOrder) {
 
 TEST(Policies, LeastLoadRanksByLoad) {
   RoutingPolicy p;
-  p.kind = PolicyKind::kLeastLoad;
+  p.ranking = named("least_load");
   p.guard.enabled = false;
   Fleet f(p);
   const NodeIndex a = f.add("a", {.queue = 5, .running = 5});
@@ -702,7 +763,7 @@ TEST(Policies, LeastLoadRanksByLoad) {
 
 TEST(Policies, SessionIsStickyAndConsistent) {
   RoutingPolicy p;
-  p.kind = PolicyKind::kSession;
+  p.ranking = named("session");
   Fleet f(p);
   for (const char* id : {"a", "b", "c", "d", "e"}) {
     f.add(id);
@@ -716,7 +777,7 @@ TEST(Policies, SessionIsStickyAndConsistent) {
     r.session_key = key;
     auto res = f.core.decide(r);
     ASSERT_TRUE(res.ok());
-    EXPECT_EQ(res->policy, PolicyKind::kSession);
+    EXPECT_EQ(res->policy, named("session"));
     first[key] = res->ranked[0].node;
     used.insert(res->ranked[0].node);
     // Same key, same node, every time.
@@ -740,7 +801,7 @@ TEST(Policies, SessionIsStickyAndConsistent) {
 
 TEST(Policies, SessionWithoutKeyFallsBackToKv) {
   RoutingPolicy p;
-  p.kind = PolicyKind::kSession;
+  p.ranking = named("session");
   Fleet f(p);
   f.add("a");
   const NodeIndex b = f.add("b");
@@ -748,7 +809,7 @@ TEST(Policies, SessionWithoutKeyFallsBackToKv) {
   f.core.confirm_prefixes(b, d);
   auto res = f.core.decide(request_for(d));
   ASSERT_TRUE(res.ok());
-  EXPECT_EQ(res->policy, PolicyKind::kKv);
+  EXPECT_EQ(res->policy, named("kv"));
   EXPECT_EQ(res->ranked[0].node, b);
 }
 
@@ -757,11 +818,11 @@ TEST(Policies, SwappableAtRunTime) {
   f.add("a");
   f.add("b");
   const auto d = digests(17, 2);
-  EXPECT_EQ(f.core.decide(request_for(d))->policy, PolicyKind::kKv);
+  EXPECT_EQ(f.core.decide(request_for(d))->policy, named("kv"));
   RoutingPolicy p = f.core.policy();
-  p.kind = PolicyKind::kLeastLoad;
+  p.ranking = named("least_load");
   f.core.set_policy(p);
-  EXPECT_EQ(f.core.decide(request_for(d))->policy, PolicyKind::kLeastLoad);
+  EXPECT_EQ(f.core.decide(request_for(d))->policy, named("least_load"));
 }
 
 TEST(Policies, SoftmaxTemperatureSamplesNearBestOnly) {
@@ -797,10 +858,10 @@ TEST(Policies, SoftmaxTemperatureSamplesNearBestOnly) {
 
 // ---------------------------------------------------------------- determinism
 
-std::vector<std::vector<NodeIndex>> replay(uint64_t seed, PolicyKind kind) {
+std::vector<std::vector<NodeIndex>> replay(uint64_t seed, const Policy* kind) {
   RoutingPolicy p;
-  p.kind = kind;
-  p.temperature_s = kind == PolicyKind::kKv ? 0.02 : 0.0;
+  p.ranking = kind;
+  p.temperature_s = kind == named("kv") ? 0.02 : 0.0;
   Fleet f(p, seed);
   for (int i = 0; i < 8; ++i) {
     f.add(name_of("n", i));
@@ -829,13 +890,13 @@ std::vector<std::vector<NodeIndex>> replay(uint64_t seed, PolicyKind kind) {
 }
 
 TEST(Determinism, IdenticalSeedsGiveIdenticalDecisions) {
-  for (auto kind : {PolicyKind::kKv, PolicyKind::kRandom, PolicyKind::kLeastLoad, PolicyKind::kSession,
-                    PolicyKind::kRoundRobin}) {
-    EXPECT_EQ(replay(1234, kind), replay(1234, kind)) << to_string(kind);
+  for (auto kind :
+       {named("kv"), named("random"), named("least_load"), named("session"), named("round_robin")}) {
+    EXPECT_EQ(replay(1234, kind), replay(1234, kind)) << kind->name();
   }
   // The seed matters where randomness is used.
-  EXPECT_NE(replay(1, PolicyKind::kRandom), replay(2, PolicyKind::kRandom));
-  EXPECT_NE(replay(1, PolicyKind::kKv), replay(2, PolicyKind::kKv));
+  EXPECT_NE(replay(1, named("random")), replay(2, named("random")));
+  EXPECT_NE(replay(1, named("kv")), replay(2, named("kv")));
 }
 
 // ---------------------------------------------------------------- accounting and state
