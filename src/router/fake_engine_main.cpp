@@ -3,16 +3,10 @@
 #include <iostream>
 
 #include "core/signals.h"
+#include "router/coro_warnings.h"
 #include "router/fake_engine.h"
 #include "router/fake_engine_options.h"
 #include "router/router_app.h"
-
-// GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames (it
-// sees awaitable_frame_base's operator delete but not the recycling allocator's operator new):
-// a false positive, as in src/sim/server.cpp.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
 
 int main(int argc, char** argv) {
   auto setup = cgn::router::testing::parse_fake_engine_options(argc, argv);

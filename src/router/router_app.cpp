@@ -13,16 +13,12 @@
 #include <fstream>
 
 #include "core/log.h"
+#include "router/router_log.h"
 #include "router/state_backend.h"
 
 namespace cgn::router {
 
 namespace {
-
-log::Logger logger() {
-  static log::Logger l = log::get("router");
-  return l;
-}
 
 Error<int> failure(int status, const std::string& why) {
   return cli_exit(status, "cgn-router: " + why + "\n");
@@ -111,7 +107,7 @@ void RouterApp::stop(Nanos deadline) {
   stopped_ = true;
   const auto grace = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::nanoseconds(std::max<Nanos>(0, deadline - clock_.now())));
-  CGN_LOG_INFO(logger(), "shutting down", log::kv("grace_ms", grace.count()));
+  CGN_LOG_INFO(router_log(), "shutting down", log::kv("grace_ms", grace.count()));
   gateway_->stop(grace);
 }
 
@@ -121,18 +117,18 @@ Nanos RouterApp::shutdown_deadline() const {
 
 Status<OptionsError> RouterApp::reload() {
   if (setup_.config_path.empty()) {
-    CGN_LOG_WARN(logger(), "SIGHUP ignored: no --config file to reload");
+    CGN_LOG_WARN(router_log(), "SIGHUP ignored: no --config file to reload");
     return make_error(OptionsError::kUsage, "no --config file to reload");
   }
   auto cfg = config::load_config(setup_.config_path);
   if (!cfg) {
-    CGN_LOG_ERROR(logger(), "reload failed; keeping the current policy",
+    CGN_LOG_ERROR(router_log(), "reload failed; keeping the current policy",
                   log::kv("error", cfg.error().message));
     return make_error(OptionsError::kConfig, cfg.error().message);
   }
   if (gateway_ && !stopped_) {
     if (auto st = gateway_->reload(cfg->router); !st) {
-      CGN_LOG_ERROR(logger(), "reload failed; keeping the current policy",
+      CGN_LOG_ERROR(router_log(), "reload failed; keeping the current policy",
                     log::kv("error", st.error().message));
       return make_error(OptionsError::kConfig, st.error().message);
     }

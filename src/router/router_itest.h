@@ -17,13 +17,7 @@
 #include <vector>
 
 #include "core/http/client.h"
-
-// GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames (it
-// sees awaitable_frame_base's operator delete but not the recycling allocator's operator new):
-// a false positive, as in src/sim/server.cpp. Every file that includes this header gets it.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
+#include "router/coro_warnings.h"
 
 namespace cgn::router::itest {
 

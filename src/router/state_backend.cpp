@@ -1,6 +1,7 @@
 #include "router/state_backend.h"
 
 #include "router/policy_config.h"
+#include "router/router_log.h"
 #include "state/backends.h"
 
 namespace cgn::router {
@@ -65,8 +66,7 @@ bool Gateway::apply_state_event(const cluster::NodeEvent& ev) {
       }
       const auto next = policy_from_config(*ev.policy);
       if (!next) {
-        CGN_LOG_ERROR(log::get("router"),
-                      "policy from the state backend rejected; keeping the current policy",
+        CGN_LOG_ERROR(router_log(), "policy from the state backend rejected; keeping the current policy",
                       log::kv("origin", ev.policy_origin), log::kv("error", next.error().message));
         return true;
       }
@@ -77,7 +77,7 @@ bool Gateway::apply_state_event(const cluster::NodeEvent& ev) {
         core.set_index_config(index_from_config(*ev.policy));
       });
       admission_.set_config(ev.policy->admission);
-      CGN_LOG_INFO(log::get("router"), "routing policy applied from the state backend",
+      CGN_LOG_INFO(router_log(), "routing policy applied from the state backend",
                    log::kv("origin", ev.policy_origin),
                    log::kv("changes", change.empty() ? std::string("none") : change));
       return true;

@@ -221,6 +221,32 @@ TEST(RoutingCore, KvPrefersLongestOverlapAtEqualLoad) {
   EXPECT_LT(res->ranked[1].ttft_s, res->ranked[2].ttft_s);
 }
 
+// Decides `r` and records its dispatch to the first choice: that node and the ticket (kNoNode, and
+// a failure, when no node was eligible).
+std::pair<NodeIndex, DispatchTicket> route_to_first(Fleet& f, const RouteRequest& r) {
+  auto res = f.core.decide(r);
+  EXPECT_TRUE(res.ok());
+  if (!res.ok()) {
+    return {kNoNode, DispatchTicket{}};
+  }
+  const NodeIndex n = res->ranked[0].node;
+  return {n, f.core.record_dispatch(n, r)};
+}
+
+struct CachedAndIdle {
+  NodeIndex cached;
+  NodeIndex idle;
+};
+
+// Adds "cached", holding the 64 blocks of digests(3, 64) with `queue` requests waiting, and
+// "idle", holding nothing: the two sides of the kv policy's trade between overlap and queue.
+CachedAndIdle cached_and_idle(Fleet& f, double queue) {
+  const NodeIndex cached = f.add("cached", {.queue = queue});
+  const NodeIndex idle = f.add("idle");
+  f.core.confirm_prefixes(cached, digests(3, 64));
+  return {cached, idle};
+}
+
 // Overlap against queue: the cached node wins while its queue costs less than the prefill it
 // saves (64 blocks * 64 tokens at 8000 tok/s = 0.512 s; 0.1 s per queued request).
 TEST(RoutingCore, KvTradesOverlapAgainstQueue) {
@@ -232,11 +258,8 @@ TEST(RoutingCore, KvTradesOverlapAgainstQueue) {
     RoutingPolicy p;
     p.weights.uncached_weight = 1.0;  // pure TTFT
     Fleet f(p);
-    const auto d = digests(3, 64);
-    const NodeIndex cached = f.add("cached", {.queue = c.cached_queue});
-    const NodeIndex idle = f.add("idle");
-    f.core.confirm_prefixes(cached, d);
-    auto res = f.core.decide(request_for(d));
+    const auto [cached, idle] = cached_and_idle(f, c.cached_queue);
+    auto res = f.core.decide(request_for(digests(3, 64)));
     ASSERT_TRUE(res.ok());
     EXPECT_EQ(res->ranked[0].node, c.cached_wins ? cached : idle) << "queue " << c.cached_queue;
     EXPECT_EQ(res->guarded_out, 0u);
@@ -277,11 +300,8 @@ TEST(RoutingCore, UncachedWeightValuesHitsAboveTheWait) {
     p.weights.uncached_weight = c.weight;
     p.guard.enabled = false;  // the spread rule would drop the queued node first
     Fleet f(p);
-    const auto d = digests(3, 64);
-    const NodeIndex cached = f.add("cached", {.queue = c.cached_queue});
-    const NodeIndex idle = f.add("idle");
-    f.core.confirm_prefixes(cached, d);
-    auto res = f.core.decide(request_for(d));
+    const auto [cached, idle] = cached_and_idle(f, c.cached_queue);
+    auto res = f.core.decide(request_for(digests(3, 64)));
     ASSERT_TRUE(res.ok());
     EXPECT_EQ(res->ranked[0].node, c.cached_wins ? cached : idle) << c.weight << " queue " << c.cached_queue;
     for (const Candidate& x : res->ranked) {
@@ -311,12 +331,10 @@ TEST(RoutingCore, NewPrefixesSpreadBetweenScrapesByTheRoutersOwnRunningCount) {
   std::vector<DispatchTicket> open;
   for (int i = 0; i < 12; ++i) {
     const auto d = digests(7000 + i, 16);
-    const RouteRequest r = request_for(d);
-    auto res = f.core.decide(r);
-    ASSERT_TRUE(res.ok());
-    const NodeIndex n = res->ranked[0].node;
+    auto [n, ticket] = route_to_first(f, request_for(d));
+    ASSERT_NE(n, kNoNode);
     ++counts[n];
-    open.push_back(f.core.record_dispatch(n, r));
+    open.push_back(ticket);
     f.core.record_first_token(open.back());  // prefill done, still decoding
   }
   ASSERT_EQ(counts.size(), 4u);
@@ -458,11 +476,9 @@ TEST(RoutingCore, EqualEstimatesGoToTheNodeHoldingTheLeastCache) {
     for (int t = 0; t < 5; ++t) {
       const auto d = digests(9100 + t, 16);
       const RouteRequest r = request_for(d);
-      auto res = f.core.decide(r);
-      ASSERT_TRUE(res.ok());
-      const NodeIndex n = res->ranked[0].node;
+      auto [n, ticket] = route_to_first(f, r);
+      ASSERT_NE(n, kNoNode);
       ++tenants[n];
-      auto ticket = f.core.record_dispatch(n, r);
       f.core.record_first_token(ticket);
       f.core.record_completion(ticket);
       // The tenant's next request finds its prefix where it went.
