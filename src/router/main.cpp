@@ -18,7 +18,9 @@ int main(int argc, char** argv) {
   if (auto port = app.start(); !port) {
     return cgn::print_cli_exit(port.error());
   }
-  hangup.start([&app] { (void)app.reload(); });
+  if (auto reloads = hangup.start([&app] { (void)app.reload(); }); !reloads) {
+    return cgn::print_cli_exit(reloads.error());  // app's destructor stops it
+  }
   signals.wait();
   hangup.stop();
   app.stop(app.shutdown_deadline());

@@ -146,12 +146,17 @@ HangupSignal::~HangupSignal() {
   stop();
 }
 
-void HangupSignal::start(std::function<void()> on_hangup) {
+CliResult<Ok> HangupSignal::start(std::function<void()> on_hangup) {
   if (thread_.joinable()) {
-    return;
+    return Ok{};
   }
   signal_fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC);
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
+  wake_fd_ = signal_fd_ < 0 ? -1 : ::eventfd(0, EFD_CLOEXEC);
+  if (signal_fd_ < 0 || wake_fd_ < 0) {
+    const int err = errno;
+    stop();  // closes what was opened
+    return failure(1, std::string("cannot wait for SIGHUP: ") + std::strerror(err));
+  }
   thread_ = std::thread([this, on_hangup = std::move(on_hangup)] {
     for (;;) {
       pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
@@ -170,6 +175,7 @@ void HangupSignal::start(std::function<void()> on_hangup) {
       }
     }
   });
+  return Ok{};
 }
 
 void HangupSignal::stop() {

@@ -81,7 +81,8 @@ class HangupSignal {
   HangupSignal(const HangupSignal&) = delete;
   HangupSignal& operator=(const HangupSignal&) = delete;
 
-  void start(std::function<void()> on_hangup);
+  // The exit status 1 and "cgn-router: <why>\n" when the descriptors cannot be opened.
+  CliResult<Ok> start(std::function<void()> on_hangup);
   void stop();
 
  private:
