@@ -63,9 +63,9 @@ LoadLevel load_level(const Workload& w, const ClusterConfig& c, double utilisati
 
 namespace {
 
-routing::RoutingPolicy policy_of(const ClusterConfig& c, routing::PolicyKind policy) {
+routing::RoutingPolicy policy_of(const ClusterConfig& c, const routing::Policy* policy) {
   routing::RoutingPolicy rp = c.routing;
-  rp.kind = policy;
+  rp.ranking = policy;
   return rp;
 }
 
@@ -73,7 +73,7 @@ routing::RoutingPolicy policy_of(const ClusterConfig& c, routing::PolicyKind pol
 // event by event (engine events, metric scrapes, arrivals, earliest first).
 class PolicyRun {
  public:
-  PolicyRun(const Workload& w, const LoadLevel& level, routing::PolicyKind policy, const ClusterConfig& c)
+  PolicyRun(const Workload& w, const LoadLevel& level, const routing::Policy* policy, const ClusterConfig& c)
       : w_(w),
         c_(c),
         core_(clock_, policy_of(c, policy), routing::IndexConfig{}, c.seed),
@@ -82,7 +82,7 @@ class PolicyRun {
         arrival_(scaled_arrivals(w, level)),
         seed_(make_digest_seed(DigestSeedFields{kDigestFormatVersion, c.model_name, {}})),
         tokens_per_digest_(core_.policy().weights.block_bytes / 4) {
-    res_.policy = std::string(routing::to_string(policy));
+    res_.policy = policy->name();
     res_.requests = w.requests.size();
     res_.per_node_requests.assign(c.nodes, 0);
     samples_.ttft.reserve(w.requests.size());
@@ -318,7 +318,7 @@ class PolicyRun {
 
 }  // namespace
 
-PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::PolicyKind policy,
+PolicyResult run_policy(const Workload& w, const LoadLevel& level, const routing::Policy* policy,
                         const ClusterConfig& c) {
   return PolicyRun(w, level, policy, c).run();
 }

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "bench_harness/workload.h"
-#include "routing/policy.h"
+#include "routing/policies.h"
 #include "sim/node_model.h"
 
 namespace cgn::bench {
@@ -109,7 +109,7 @@ struct PolicyResult {
 };
 
 // Runs one policy over the workload at the level; deterministic.
-PolicyResult run_policy(const Workload& w, const LoadLevel& level, routing::PolicyKind policy,
+PolicyResult run_policy(const Workload& w, const LoadLevel& level, const routing::Policy* policy,
                         const ClusterConfig& c);
 
 // The bound: one ideal node holding the whole cluster's KV (nodes * num_gpu_blocks blocks of

@@ -22,8 +22,8 @@ TEST(QuickSim, KvBeatsRoundRobinOnHitRateAndTtft) {
   ClusterConfig c;
   c.nodes = 4;
   const LoadLevel level = load_level(w, c, 0.85);
-  const PolicyResult kv = run_policy(w, level, routing::PolicyKind::kKv, c);
-  const PolicyResult rr = run_policy(w, level, routing::PolicyKind::kRoundRobin, c);
+  const PolicyResult kv = run_policy(w, level, routing::builtin_policy("kv"), c);
+  const PolicyResult rr = run_policy(w, level, routing::builtin_policy("round_robin"), c);
   EXPECT_EQ(kv.completed + kv.errors + kv.shed, 300u);
   EXPECT_EQ(rr.completed + rr.errors + rr.shed, 300u);
   EXPECT_GT(kv.hit_rate, rr.hit_rate);
@@ -48,8 +48,8 @@ TEST(QuickSim, KvBeatsRoundRobinAndRandomOnSharedPrefixes) {
   ClusterConfig c;
   c.nodes = 4;
   const LoadLevel level = load_level(w, c, 0.85);
-  const PolicyResult kv = run_policy(w, level, routing::PolicyKind::kKv, c);
-  for (auto other : {routing::PolicyKind::kRoundRobin, routing::PolicyKind::kRandom}) {
+  const PolicyResult kv = run_policy(w, level, routing::builtin_policy("kv"), c);
+  for (auto other : {routing::builtin_policy("round_robin"), routing::builtin_policy("random")}) {
     const PolicyResult o = run_policy(w, level, other, c);
     SCOPED_TRACE(o.policy);
     EXPECT_EQ(o.completed + o.errors + o.shed, w.requests.size());
@@ -70,9 +70,9 @@ TEST(QuickSim, DiagnosisDoesNotChangeDecisionsAndAddsUp) {
   ClusterConfig c;
   c.nodes = 4;
   const LoadLevel level = load_level(w, c, 0.85);
-  const PolicyResult plain = run_policy(w, level, routing::PolicyKind::kKv, c);
+  const PolicyResult plain = run_policy(w, level, routing::builtin_policy("kv"), c);
   c.diagnose = true;
-  const PolicyResult diag = run_policy(w, level, routing::PolicyKind::kKv, c);
+  const PolicyResult diag = run_policy(w, level, routing::builtin_policy("kv"), c);
   EXPECT_EQ(plain.cached_tokens, diag.cached_tokens);
   EXPECT_EQ(plain.ttft_p90_s, diag.ttft_p90_s);
   EXPECT_EQ(plain.per_node_requests, diag.per_node_requests);
@@ -92,7 +92,7 @@ TEST(QuickSim, SameSeedGivesIdenticalNumbers) {
   c.nodes = 4;
   SuiteOptions o;
   o.levels = {0.85};
-  o.policies = {routing::PolicyKind::kKv, routing::PolicyKind::kRandom};
+  o.policies = {routing::builtin_policy("kv"), routing::builtin_policy("random")};
   const auto a = to_json(run_workload(w, c, o));
   o.jobs = 2;  // parallel runs must not change anything either
   const auto b = to_json(run_workload(w, c, o));

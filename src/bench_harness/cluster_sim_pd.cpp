@@ -52,7 +52,7 @@ namespace {
 
 routing::RoutingPolicy kv_policy_of(const ClusterConfig& c) {
   routing::RoutingPolicy rp = c.routing;
-  rp.kind = routing::PolicyKind::kKv;
+  rp.ranking = routing::builtin_policy("kv");
   return rp;
 }
 
@@ -406,7 +406,7 @@ PdReport run_pd_comparison(const Workload& w, const ClusterConfig& c, const std:
   auto run_one = [&](const Job& j) {
     PdLevelReport& lr = rep.levels[j.level];
     if (j.split < 0) {
-      lr.aggregated = run_policy(w, lr.level, routing::PolicyKind::kKv, c);
+      lr.aggregated = run_policy(w, lr.level, routing::builtin_policy("kv"), c);
     } else {
       lr.splits[static_cast<size_t>(j.split)] =
           run_pd(w, lr.level, prefill_counts[static_cast<size_t>(j.split)], c);

@@ -58,7 +58,7 @@ TEST(PdSim, DecodeStepsWithoutPrefillsHaveALowerItlThanAggregatedServing) {
   const Workload w = small();
   const ClusterConfig c = four_nodes();
   const LoadLevel l = load_level(w, c, 0.85);
-  const PolicyResult agg = run_policy(w, l, routing::PolicyKind::kKv, c);
+  const PolicyResult agg = run_policy(w, l, routing::builtin_policy("kv"), c);
   const PdResult pd = run_pd(w, l, 2, c);
   ASSERT_EQ(agg.completed, w.requests.size());
   ASSERT_EQ(pd.r.completed, w.requests.size());

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "bench_harness/cluster_sim.h"
-#include "routing/policy.h"
+#include "routing/policies.h"
 
 namespace cgn::bench {
 
@@ -19,9 +19,10 @@ struct SuiteOptions {
   // level feeds the throughput figure.
   std::vector<double> levels = {0.5, 0.85, 1.0};
   double headline = 0.85;
-  std::vector<routing::PolicyKind> policies = {routing::PolicyKind::kKv, routing::PolicyKind::kRoundRobin,
-                                               routing::PolicyKind::kRandom, routing::PolicyKind::kLeastLoad,
-                                               routing::PolicyKind::kSession};
+  std::vector<const routing::Policy*> policies = {
+      routing::builtin_policy("kv"), routing::builtin_policy("round_robin"),
+      routing::builtin_policy("random"), routing::builtin_policy("least_load"),
+      routing::builtin_policy("session")};
   unsigned jobs = 1;  // runs in parallel (each run is single-threaded and deterministic)
 };
 

@@ -20,21 +20,21 @@
 namespace cgn::bench {
 namespace {
 
-std::vector<routing::PolicyKind> parse_policies(const std::string& list, bool& ok) {
-  std::vector<routing::PolicyKind> out;
-  ok = true;
+// "kv,random" -> the registered policies, in order; the error names the first unknown one and
+// lists the registered names.
+Result<std::vector<const routing::Policy*>, routing::PolicyError> parse_policies(const std::string& list) {
+  std::vector<const routing::Policy*> out;
   size_t pos = 0;
   while (pos <= list.size()) {
     size_t end = list.find(',', pos);
     if (end == std::string::npos) {
       end = list.size();
     }
-    auto k = routing::parse_policy_kind(std::string_view(list).substr(pos, end - pos));
-    if (!k) {
-      ok = false;
-      return out;
+    auto p = routing::find_policy(std::string_view(list).substr(pos, end - pos));
+    if (!p) {
+      return p.error();
     }
-    out.push_back(*k);
+    out.push_back(*p);
     pos = end + 1;
   }
   return out;
@@ -167,12 +167,12 @@ CliResult<Ok> write_sim_outputs(const SimCommandOptions& o, const ClusterConfig&
 }
 
 CliResult<int> run_sim_steps(const SimCommandOptions& o) {
-  bool ok = false;
   SuiteOptions so;
-  so.policies = parse_policies(o.policies, ok);
-  if (!ok || so.policies.empty()) {
-    return fail(2, "bad --policies '" + o.policies + "'");
+  auto policies = parse_policies(o.policies);
+  if (!policies) {
+    return fail(2, "bad --policies '" + o.policies + "': " + policies.error().message);
   }
+  so.policies = std::move(*policies);
   so.jobs = o.jobs;
   so.headline = o.headline;
   size_t limit = o.limit;

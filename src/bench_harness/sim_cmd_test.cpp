@@ -73,7 +73,11 @@ TEST(BenchSim, BadPoliciesAndWorkloadAreStatusTwo) {
   o.policies = "kv,nonsense";
   testing::internal::CaptureStderr();
   EXPECT_EQ(run_sim_command(o), 2);
-  EXPECT_THAT(testing::internal::GetCapturedStderr(), HasSubstr("cgn-bench: bad --policies 'kv,nonsense'"));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, HasSubstr("cgn-bench: bad --policies 'kv,nonsense'"));
+  EXPECT_THAT(err,
+              HasSubstr("routing policy \"nonsense\" is not registered; registered: kv, round_robin, random, "
+                        "least_load, session"));
   o = SimCommandOptions{};
   o.workload = "nope";
   testing::internal::CaptureStderr();

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/text.h"
+
 namespace cgn::router {
 
 namespace {
@@ -16,14 +18,9 @@ std::array<uint8_t, 32> sha256(std::string_view s) {
   return out;
 }
 
+// Blanks around a key, and the CR of a CRLF line.
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
+  return text::trim(s, " \t\r");
 }
 
 // Why a key is not acceptable, or empty when it is.

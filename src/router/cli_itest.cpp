@@ -5,14 +5,8 @@
 #include <csignal>
 
 #include "router/fake_engine.h"
+#include "router/router_itest.h"
 #include "testing/process.h"
-
-// GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames (it
-// sees awaitable_frame_base's operator delete but not the recycling allocator's operator new):
-// a false positive, as in src/sim/server.cpp.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
 
 namespace cgn::router {
 namespace {

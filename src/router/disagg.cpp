@@ -3,26 +3,13 @@
 #include <algorithm>
 
 #include "core/log.h"
-
-// GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames: a
-// false positive, as in src/sim/server.cpp.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
+#include "router/coro_warnings.h"
+#include "router/router_log.h"
 
 namespace cgn::router {
 
 namespace asio = boost::asio;
 using nlohmann::json;
-
-namespace {
-
-log::Logger logger() {
-  static log::Logger l = log::get("router");
-  return l;
-}
-
-}  // namespace
 
 namespace disagg {
 
@@ -105,8 +92,8 @@ asio::awaitable<std::optional<Dispatcher::Step>> PdPlan::prefill(RequestContext&
   if (!ranked || ranked->targets.empty()) {
     s_.metrics.pd_leg(model, "prefill", "no_node");
     if (s_.rc.disaggregation.fallback == "aggregated") {
-      CGN_LOG_DEBUG(logger(), "no prefill node; serving aggregated", log::kv("request_id", ctx.request_id),
-                    log::kv("model", model), log::kv("why", why));
+      CGN_LOG_DEBUG(router_log(), "no prefill node; serving aggregated",
+                    log::kv("request_id", ctx.request_id), log::kv("model", model), log::kv("why", why));
       s_.metrics.pd_leg(model, "decode", "fallback");
       co_return decode;
     }
@@ -136,7 +123,8 @@ asio::awaitable<std::optional<Dispatcher::Step>> PdPlan::prefill(RequestContext&
       // The server cancelled the pending send (the connection to the prefill node closes, so the
       // node aborts the request), or the client left before an attempt began: no decode leg.
       s_.metrics.pd_leg(model, "prefill", "cancelled");
-      CGN_LOG_DEBUG(logger(), "client left during the prefill leg", log::kv("request_id", ctx.request_id));
+      CGN_LOG_DEBUG(router_log(), "client left during the prefill leg",
+                    log::kv("request_id", ctx.request_id));
       co_return std::nullopt;
     case Dispatcher::Outcome::Kind::kFailed:
       co_return co_await prefill_failed(ctx, d, out, ranked->targets.size());
@@ -183,7 +171,7 @@ asio::awaitable<std::optional<Dispatcher::Step>> PdPlan::prefill_failed(RequestC
   s_.metrics.pd_leg(ctx.model, "prefill", "failed");
   // A second node that closed on the request (gave_up) ends it: no fallback either.
   if (!out.gave_up && s_.rc.disaggregation.fallback == "aggregated") {
-    CGN_LOG_WARN(logger(), "every prefill attempt failed; decode recomputes",
+    CGN_LOG_WARN(router_log(), "every prefill attempt failed; decode recomputes",
                  log::kv("request_id", ctx.request_id), log::kv("model", ctx.model));
     s_.metrics.pd_leg(ctx.model, "decode", "fallback");
     Dispatcher::Step decode;

@@ -4,43 +4,22 @@
 // the simulator in disagg_e2e.cpp.)
 #include <gtest/gtest.h>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/use_future.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "router/fake_engine.h"
 #include "router/gateway.h"
+#include "router/router_itest.h"
 #include "state/static/static_store.h"
 #include "testing/process.h"
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
 
 namespace cgn::router {
 namespace {
 
 using namespace std::chrono_literals;
+using itest::send_request;
 using nlohmann::json;
 using testing::FakeEngine;
-namespace asio = boost::asio;
-
-// One request to the gateway (the result wrapped: use_future needs a default-constructible type).
-asio::awaitable<std::optional<http::HttpResult<http::Response>>> send_on(http::HttpClient& c, uint16_t port,
-                                                                         http::Request req) {
-  const http::Upstream up{"127.0.0.1", port, false};  // named: no temporaries in a co_await (GCC 12)
-  auto res = co_await c.send(up, std::move(req));
-  co_return res;
-}
-
-http::HttpResult<http::Response> send_request(uint16_t port, http::Request req) {
-  asio::io_context ctx;
-  http::HttpClient client(ctx);
-  auto fut = asio::co_spawn(ctx, send_on(client, port, std::move(req)), asio::use_future);
-  ctx.run();
-  return *fut.get();
-}
 
 TEST(GatewayDisagg, BothLegsCarryTheRequestIdAndTheirRoleAndThePrefillBodyIsRewritten) {
   FakeEngine p("p"), d("d");

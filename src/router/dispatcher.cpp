@@ -5,13 +5,8 @@
 
 #include "core/http/proxy_headers.h"
 #include "core/log.h"
-
-// GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames (it
-// sees awaitable_frame_base's operator delete but not the recycling allocator's operator new):
-// a false positive, as in src/sim/server.cpp.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
+#include "router/coro_warnings.h"
+#include "router/router_log.h"
 
 namespace cgn::router {
 
@@ -20,11 +15,6 @@ using http::HttpError;
 using http::HttpResult;
 
 namespace {
-
-log::Logger logger() {
-  static log::Logger l = log::get("router");
-  return l;
-}
 
 bool iequals_prefix(std::string_view s, std::string_view prefix) {
   if (s.size() < prefix.size()) {
@@ -141,16 +131,22 @@ http::ClientTimeouts Dispatcher::timeouts(const Target& t) const {
   return to;
 }
 
+Dispatcher::UpstreamCall Dispatcher::upstream_call(const RequestContext& ctx, const Step& step,
+                                                   const Target& t) const {
+  return UpstreamCall{http::Upstream{t.endpoint.host, t.endpoint.port, t.endpoint.tls},
+                      upstream_request(ctx, t, step.role, step.body, s_.cluster_token), timeouts(t)};
+}
+
 void Dispatcher::note_failure(RequestContext& ctx, const Target& t, AttemptFailure f, bool more,
                               Outcome& out) {
   if (!ctx.retries.allows_retry_after(f)) {
     out.gave_up = true;
-    CGN_LOG_WARN(logger(),
+    CGN_LOG_WARN(router_log(),
                  "a second node closed the connection on this request before answering; not retried",
                  log::kv("request_id", ctx.request_id), log::kv("node", t.node), log::kv("model", ctx.model));
   } else if (more) {
     s_.metrics.retry(ctx.model, reason_label(f));
-    CGN_LOG_DEBUG(logger(), "retrying on the next node", log::kv("request_id", ctx.request_id),
+    CGN_LOG_DEBUG(router_log(), "retrying on the next node", log::kv("request_id", ctx.request_id),
                   log::kv("node", t.node), log::kv("reason", reason_label(f)));
   }
 }
@@ -200,19 +196,16 @@ asio::awaitable<Dispatcher::Outcome> Dispatcher::run(RequestContext& ctx, const 
 asio::awaitable<Dispatcher::Next> Dispatcher::attempt_buffered(RequestContext& ctx, const Step& step,
                                                                const Target& t, bool more, Outcome& out) {
   routing::DispatchTicket ticket = s_.nodes.dispatch(t, ctx.route());
-  const http::Upstream up{t.endpoint.host, t.endpoint.port, t.endpoint.tls};
-  // Objects passed to a co_await are named first: GCC 12 mis-handles temporaries there.
-  http::Request req = upstream_request(ctx, t, step.role, step.body, s_.cluster_token);
-  const http::ClientTimeouts to = timeouts(t);
-  auto res = co_await client_.send(up, std::move(req), to);
+  UpstreamCall call = upstream_call(ctx, step, t);
+  auto res = co_await client_.send(call.up, std::move(call.req), call.to);
   s_.nodes.finish(ticket, res.ok());
   if (!ctx.ex.client_open()) {
     co_return Next::kClientLeft;
   }
   if (!res) {
     note_error(ctx, t, res.error(), more, out);
-    CGN_LOG_DEBUG(logger(), "attempt failed", log::kv("request_id", ctx.request_id), log::kv("node", t.node),
-                  log::kv("role", step.role), log::kv("error", res.error().message));
+    CGN_LOG_DEBUG(router_log(), "attempt failed", log::kv("request_id", ctx.request_id),
+                  log::kv("node", t.node), log::kv("role", step.role), log::kv("error", res.error().message));
     co_return Next::kRetry;
   }
   const unsigned status = res->result_int();
@@ -231,10 +224,8 @@ asio::awaitable<Dispatcher::Next> Dispatcher::attempt_buffered(RequestContext& c
 asio::awaitable<Dispatcher::Next> Dispatcher::attempt_relayed(RequestContext& ctx, const Step& step,
                                                               const Target& t, bool more, Outcome& out) {
   routing::DispatchTicket ticket = s_.nodes.dispatch(t, ctx.route());
-  const http::Upstream up{t.endpoint.host, t.endpoint.port, t.endpoint.tls};
-  http::Request req = upstream_request(ctx, t, step.role, step.body, s_.cluster_token);
-  const http::ClientTimeouts to = timeouts(t);
-  auto stream = co_await client_.stream(up, std::move(req), to);
+  UpstreamCall call = upstream_call(ctx, step, t);
+  auto stream = co_await client_.stream(call.up, std::move(call.req), call.to);
   if (!ctx.ex.client_open()) {
     s_.nodes.complete(ticket);
     co_return Next::kClientLeft;
@@ -315,12 +306,12 @@ asio::awaitable<Dispatcher::Next> Dispatcher::relay_raw(RequestContext& ctx, htt
                                                         routing::DispatchTicket& ticket, http::Fields headers,
                                                         Error<HttpError>& err) {
   // A streamed body that is not SSE: raw pieces, each flushed as it arrives.
+  const unsigned status = stream.status();  // from the head, already read
   auto first = co_await stream.read_some();
   if (!first) {
     err = first.error();
     co_return Next::kRetry;
   }
-  const unsigned status = stream.status();
   std::string piece(*first);
   (void)co_await ctx.ex.begin_stream(status, std::move(headers));
   bool ok = true;
@@ -413,7 +404,7 @@ asio::awaitable<Dispatcher::Next> Dispatcher::relay_sse(RequestContext& ctx, con
         client_ok = false;
         break;
       }
-      CGN_LOG_WARN(logger(), "upstream failed mid-stream", log::kv("request_id", ctx.request_id),
+      CGN_LOG_WARN(router_log(), "upstream failed mid-stream", log::kv("request_id", ctx.request_id),
                    log::kv("node", t.node), log::kv("error", next.error().message));
       co_await end_with_error(ctx.ex, t.node, next.error());
       break;

@@ -152,6 +152,14 @@ class Dispatcher {
   void note_error(RequestContext& ctx, const Target& t, const Error<http::HttpError>& err, bool more,
                   Outcome& out);
   http::ClientTimeouts timeouts(const Target& t) const;
+  // What one attempt sends: where, the request (upstream_request) and its timeouts. Named before
+  // the co_await that takes them: GCC 12 mis-handles temporaries there.
+  struct UpstreamCall {
+    http::Upstream up;
+    http::Request req;
+    http::ClientTimeouts to;
+  };
+  UpstreamCall upstream_call(const RequestContext& ctx, const Step& step, const Target& t) const;
 
   GatewayServices& s_;
   http::HttpClient& client_;

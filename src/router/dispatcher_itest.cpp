@@ -5,8 +5,6 @@
 // disagg_itest.cpp).
 #include <gtest/gtest.h>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/use_future.hpp>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,10 +12,7 @@
 #include "router/dispatcher.h"
 #include "router/fake_engine.h"
 #include "router/request_plan.h"
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
+#include "router/router_itest.h"
 
 namespace cgn::router {
 namespace {
@@ -85,23 +80,12 @@ class MiniRouter {
   std::unique_ptr<http::HttpClient> client_;
 };
 
-asio::awaitable<std::optional<http::HttpResult<http::Response>>> send_on(http::HttpClient& c, uint16_t port,
-                                                                         http::Request req) {
-  const http::Upstream up{"127.0.0.1", port, false};
-  auto res = co_await c.send(up, std::move(req));
-  co_return res;
-}
-
 http::HttpResult<http::Response> chat(uint16_t port) {
   http::Request req{http::Verb::post, "/v1/chat/completions", 11};
   req.set(http::Field::content_type, "application/json");
   req.body() = R"({"model":"test-model","messages":[{"role":"user","content":"hi"}]})";
   req.prepare_payload();
-  asio::io_context ctx;
-  http::HttpClient client(ctx);
-  auto fut = asio::co_spawn(ctx, send_on(client, port, std::move(req)), asio::use_future);
-  ctx.run();
-  return *fut.get();
+  return itest::send_request(port, std::move(req));
 }
 
 // A port nothing listens on: bound, then closed.

@@ -19,15 +19,10 @@
 #include <sstream>
 
 #include "core/http/client.h"
+#include "router/coro_warnings.h"
 #include "testing/engine_sim.h"
 #include "testing/metrics_page.h"
 #include "testing/process.h"
-
-// GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames: a
-// false positive, as in src/sim/server.cpp.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
 
 namespace cgn::router::e2e {
 

@@ -17,18 +17,13 @@
 #include "core/http/proxy_headers.h"
 #include "core/log.h"
 #include "core/tls/grpc_tls.h"
+#include "router/coro_warnings.h"
 #include "router/disagg.h"
 #include "router/intake.h"
 #include "router/policy_config.h"
 #include "router/request_intake.h"
 #include "router/request_plan.h"
-
-// GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames (it
-// sees awaitable_frame_base's operator delete but not the recycling allocator's operator new):
-// a false positive, as in src/sim/server.cpp.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
+#include "router/router_log.h"
 
 namespace cgn::router {
 
@@ -39,9 +34,11 @@ using http::HttpResult;
 
 namespace {
 
-log::Logger logger() {
-  static log::Logger l = log::get("router");
-  return l;
+// The policy the gateway is built with; an unknown name fails start() (kConfig) before anything
+// runs, so the kv default here is never routed with.
+routing::RoutingPolicy initial_policy(const config::RouterConfig& cfg) {
+  auto p = policy_from_config(cfg);
+  return p ? *p : routing::RoutingPolicy{};
 }
 
 constexpr std::string_view kDashboardFiles[] = {"index.html", "dashboard.css", "dashboard.js", "prom.js",
@@ -196,7 +193,7 @@ Gateway::Gateway(GatewayOptions options, std::unique_ptr<cluster::StateStore> st
       keys_(std::move(keys)),
       rejections_(metrics_, std::chrono::seconds(options_.router.limits.reject_log_interval_s)),
       admission_(options_.router.admission),
-      nodes_(clock_, policy_from_config(options_.router), index_from_config(options_.router), options_.seed),
+      nodes_(clock_, initial_policy(options_.router), index_from_config(options_.router), options_.seed),
       services_{nodes_, metrics_, admission_, options_.router, options_.cluster_token, options_.max_attempts},
       handlers_(std::make_unique<GatewayHandlers>(GatewayHandlers::Parts{
           services_, rejections_, clients_, options_.dashboard_dir, options_.router.metrics.listen.empty()})),
@@ -211,6 +208,9 @@ Result<uint16_t, GatewayError> Gateway::start() {
     return make_error(GatewayError::kStart, "gateway already started");
   }
   started_ = true;
+  if (auto policy = policy_from_config(options_.router); !policy) {
+    return make_error(GatewayError::kConfig, "[router] policy: " + policy.error().message);
+  }
   auto sc = build_servers();
   if (!sc) {
     return sc.error();
@@ -225,11 +225,11 @@ Result<uint16_t, GatewayError> Gateway::start() {
   refresh_cluster_metrics();
   maint_thread_ = std::thread([this] { maintenance_loop(); });
   if (!keys_.enabled()) {
-    CGN_LOG_WARN(logger(), "no API keys configured: the gateway is open to anyone who can reach it");
+    CGN_LOG_WARN(router_log(), "no API keys configured: the gateway is open to anyone who can reach it");
   } else {
-    CGN_LOG_INFO(logger(), "API keys loaded", log::kv("count", keys_.size()));
+    CGN_LOG_INFO(router_log(), "API keys loaded", log::kv("count", keys_.size()));
   }
-  CGN_LOG_INFO(logger(), "router listening", log::kv("address", sc->host), log::kv("port", port_),
+  CGN_LOG_INFO(router_log(), "router listening", log::kv("address", sc->host), log::kv("port", port_),
                log::kv("tls", !sc->tls_cert_file.empty()), log::kv("policy", options_.router.policy),
                log::kv("workers", sc->threads));
   return port_;
@@ -350,20 +350,24 @@ void Gateway::stop(std::chrono::milliseconds grace) {
   }
 }
 
-void Gateway::reload(const config::RouterConfig& cfg) {
+Status<GatewayError> Gateway::reload(const config::RouterConfig& cfg) {
   const auto next = policy_from_config(cfg);
+  if (!next) {
+    return make_error(GatewayError::kConfig, "[router] policy: " + next.error().message);
+  }
   std::string change;
   nodes_.locked([&](routing::RoutingCore& core, NodeTable::Nodes&) {
-    change = describe_policy_change(core.policy(), next);
-    core.set_policy(next);
+    change = describe_policy_change(core.policy(), *next);
+    core.set_policy(*next);
     core.set_index_config(index_from_config(cfg));
   });
   admission_.set_config(cfg.admission);
   if (change.empty()) {
-    CGN_LOG_INFO(logger(), "configuration reloaded; routing policy unchanged");
+    CGN_LOG_INFO(router_log(), "configuration reloaded; routing policy unchanged");
   } else {
-    CGN_LOG_INFO(logger(), "routing policy reloaded", log::kv("changes", change));
+    CGN_LOG_INFO(router_log(), "routing policy reloaded", log::kv("changes", change));
   }
+  return Ok{};
 }
 
 void Gateway::on_node_event(const cluster::NodeEvent& ev) {
@@ -380,7 +384,7 @@ void Gateway::on_node_event(const cluster::NodeEvent& ev) {
     }
     const routing::NodeIndex idx = core.upsert_node(ev.id, ev.update, ev.source);
     if (idx == routing::kNoNode) {
-      CGN_LOG_WARN(logger(), "node table full; node ignored", log::kv("node", ev.id));
+      CGN_LOG_WARN(router_log(), "node table full; node ignored", log::kv("node", ev.id));
       return;
     }
     auto& info = nodes[ev.id];
@@ -485,7 +489,7 @@ void Gateway::refresh_cluster_metrics() {
 void Gateway::readmit_refused() {
   const auto retry = std::chrono::milliseconds(options_.router.timeouts.passive_retry_ms);
   for (const auto& name : nodes_.readmit_refused(retry)) {
-    CGN_LOG_INFO(logger(), "node back in routing after refusing a connection", log::kv("node", name),
+    CGN_LOG_INFO(router_log(), "node back in routing after refusing a connection", log::kv("node", name),
                  log::kv("after_ms", options_.router.timeouts.passive_retry_ms));
   }
 }

@@ -76,8 +76,9 @@ class Gateway {
   Result<uint16_t, GatewayError> start();
   // Stops accepting, lets in-flight streams finish for up to `grace`, stops the store.
   void stop(std::chrono::milliseconds grace);
-  // SIGHUP: applies the routing policy and weights of `cfg` (logs what changed, once).
-  void reload(const config::RouterConfig& cfg);
+  // SIGHUP: applies the routing policy and weights of `cfg` (logs what changed, once). An
+  // unknown policy name changes nothing and comes back as kConfig (listing the registered ones).
+  Status<GatewayError> reload(const config::RouterConfig& cfg);
 
   void refresh_cluster_metrics();
   // Wakes the maintenance thread to refresh the cgn_cluster_node_* mirror now (any thread).

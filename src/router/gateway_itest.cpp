@@ -2,168 +2,32 @@
 // FakeEngines, real HTTP both ways, synchronised with wait_until and the engines' counters.
 #include <gtest/gtest.h>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/use_future.hpp>
 #include <cstdlib>
 #include <functional>
-#include <future>
 #include <map>
-#include <nlohmann/json.hpp>
-#include <optional>
 #include <random>
 #include <thread>
 
 #include "agent/agent_grpc.h"
 #include "agent/agent_proxy.h"
-#include "core/http/client.h"
 #include "router/etcd_testing.h"
 #include "router/fake_engine.h"
 #include "router/gateway.h"
+#include "router/router_itest.h"
 #include "state/static/static_store.h"
 #include "testing/metrics_page.h"
 #include "testing/process.h"
 #include "testing/test_certs.h"
 
-// GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on Asio coroutine frames (it
-// sees awaitable_frame_base's operator delete but not the recycling allocator's operator new):
-// a false positive, as in src/sim/server.cpp.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
 namespace cgn::router {
 namespace {
 
 using namespace std::chrono_literals;
+using itest::chat_body;
+using itest::Client;
+using itest::Headers;
+using itest::Reply;
 using testing::FakeEngine;
-namespace asio = boost::asio;
-
-template <class T>
-asio::awaitable<std::optional<T>> wrap(asio::awaitable<T> aw) {
-  co_return co_await std::move(aw);
-}
-
-template <class T>
-T run_on(asio::io_context& ctx, asio::awaitable<T> aw) {
-  // Runs handlers until this coroutine is done: an open stream keeps the client's deadline
-  // sweeper ticking, so the context would never run out of work by itself.
-  auto fut = asio::co_spawn(ctx, wrap(std::move(aw)), asio::use_future);
-  ctx.restart();
-  while (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-    ctx.run_one_for(std::chrono::milliseconds(100));
-  }
-  return *fut.get();
-}
-
-struct Reply {
-  unsigned status = 0;
-  http::Fields headers;
-  std::string body;
-  std::vector<std::string> events;  // SSE data fields, in order
-  bool failed = false;              // transport error
-  std::string header(std::string_view name) const {
-    auto it = headers.find(name);
-    return it == headers.end() ? std::string() : std::string(it->value());
-  }
-  nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
-};
-
-using Headers = std::vector<std::pair<std::string, std::string>>;
-
-// A blocking client over HttpClient, on its own io_context.
-class Client {
- public:
-  explicit Client(uint16_t port, bool tls = false, http::ClientConfig cc = {})
-      : port_(port), tls_(tls), client_(ctx_, std::move(cc)) {}
-
-  http::Request make(http::Verb verb, std::string target, std::string body, const Headers& headers) {
-    http::Request req{verb, std::move(target), 11};
-    for (const auto& [k, v] : headers) {
-      req.set(k, v);
-    }
-    if (verb == http::Verb::post) {
-      req.set(http::Field::content_type, "application/json");
-    }
-    req.body() = std::move(body);
-    req.prepare_payload();
-    return req;
-  }
-
-  Reply send(http::Verb verb, std::string target, std::string body = "", const Headers& headers = {}) {
-    auto res = run_on(ctx_, client_.send(up(), make(verb, std::move(target), std::move(body), headers)));
-    Reply r;
-    if (!res) {
-      r.failed = true;
-      return r;
-    }
-    r.status = res->result_int();
-    r.headers = res->base();
-    r.body = res->body();
-    return r;
-  }
-  Reply post(std::string target, std::string body, const Headers& headers = {}) {
-    return send(http::Verb::post, std::move(target), std::move(body), headers);
-  }
-  Reply get(std::string target, const Headers& headers = {}) {
-    return send(http::Verb::get, std::move(target), "", headers);
-  }
-
-  // A streaming request read to the end, event by event.
-  Reply stream(std::string target, std::string body, const Headers& headers = {}) {
-    Reply r;
-    auto s = open(std::move(target), std::move(body), headers);
-    if (!s) {
-      r.failed = true;
-      return r;
-    }
-    r.status = s->status();
-    r.headers = s->headers();
-    for (;;) {
-      auto ev = run_on(ctx_, s->next_event());
-      if (!ev) {
-        r.failed = true;
-        break;
-      }
-      if (!ev->has_value()) {
-        break;
-      }
-      r.events.push_back((*ev)->data);
-    }
-    return r;
-  }
-
-  std::optional<http::ClientStream> open(std::string target, std::string body, const Headers& headers = {}) {
-    auto s = run_on(
-        ctx_, client_.stream(up(), make(http::Verb::post, std::move(target), std::move(body), headers)));
-    if (!s) {
-      return std::nullopt;
-    }
-    return std::move(*s);
-  }
-  std::optional<std::string> next_event(http::ClientStream& s) {
-    auto ev = run_on(ctx_, s.next_event());
-    if (!ev || !ev->has_value()) {
-      return std::nullopt;
-    }
-    return (*ev)->data;
-  }
-
- private:
-  http::Upstream up() const { return http::Upstream{"127.0.0.1", port_, tls_}; }
-  uint16_t port_;
-  bool tls_;
-  asio::io_context ctx_;
-  http::HttpClient client_;
-};
-
-std::string chat_body(const std::string& content, bool stream = false,
-                      const std::string& model = "test-model") {
-  nlohmann::json j = {{"model", model}, {"messages", {{{"role", "user"}, {"content", content}}}}};
-  if (stream) {
-    j["stream"] = true;
-  }
-  return j.dump();
-}
 
 std::string random_text(std::mt19937_64& rng, size_t n) {
   std::string s;

@@ -7,17 +7,13 @@
 
 #include "core/http/proxy_headers.h"
 #include "core/log.h"
+#include "router/router_log.h"
 
 namespace cgn::router {
 
 namespace {
 
 constexpr size_t kMaxRequestIdBytes = 128;
-
-log::Logger logger() {
-  static log::Logger l = log::get("router");
-  return l;
-}
 
 }  // namespace
 
@@ -54,7 +50,7 @@ void RejectionLog::note(std::string_view reason, std::string_view remote) {
     it->second = Client{now, 0};
     ++lines_;
   }
-  CGN_LOG_WARN(logger(), "request refused", log::kv("reason", reason), log::kv("client", addr),
+  CGN_LOG_WARN(router_log(), "request refused", log::kv("reason", reason), log::kv("client", addr),
                log::kv("suppressed", suppressed),
                log::kv("interval_s", std::chrono::duration<double>(interval_).count()));
 }

@@ -1,10 +1,12 @@
 #include "router/options.h"
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <thread>
 
-#include "routing/policy.h"
+#include "routing/policies.h"
 
 namespace cgn::router {
 
@@ -79,10 +81,10 @@ Result<RouterSetup, OptionsError> parse_router_options(int argc, const char* con
     rc.nodes.push_back(n);
   }
   if (!policy.empty()) {
-    if (!routing::parse_policy_kind(policy)) {
-      return make_error(
-          OptionsError::kUsage,
-          "--policy \"" + policy + "\" is not one of kv, round_robin, random, least_load, session");
+    if (!routing::find_policy(policy)) {
+      return make_error(OptionsError::kUsage,
+                        fmt::format("--policy \"{}\" is not one of {}", policy,
+                                    fmt::join(routing::builtin_policies().names(), ", ")));
     }
     rc.policy = policy;
   }

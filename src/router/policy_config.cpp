@@ -4,9 +4,13 @@
 
 namespace cgn::router {
 
-routing::RoutingPolicy policy_from_config(const config::RouterConfig& cfg) {
+Result<routing::RoutingPolicy, routing::PolicyError> policy_from_config(const config::RouterConfig& cfg) {
+  auto ranking = routing::find_policy(cfg.policy);
+  if (!ranking) {
+    return ranking.error();
+  }
   routing::RoutingPolicy p;
-  p.kind = routing::parse_policy_kind(cfg.policy).value_or(routing::PolicyKind::kKv);
+  p.ranking = *ranking;
   const auto& w = cfg.routing.weights;
   auto& s = p.weights;
   s.block_bytes = cfg.routing.block_bytes;
@@ -49,7 +53,7 @@ std::string describe_policy_change(const routing::RoutingPolicy& a, const routin
       out += fmt::format("{} {} -> {}", name, x, y);
     }
   };
-  add("policy", routing::to_string(a.kind), routing::to_string(b.kind));
+  add("policy", a.ranking->name(), b.ranking->name());
   add("prefill_tokens_per_s", a.weights.prefill_tokens_per_s, b.weights.prefill_tokens_per_s);
   add("queue_seconds", a.weights.queue_seconds, b.weights.queue_seconds);
   add("running_seconds", a.weights.running_seconds, b.weights.running_seconds);

@@ -6,12 +6,15 @@
 #include <string>
 
 #include "core/config.h"
-#include "routing/policy.h"
+#include "core/result.h"
+#include "routing/policies.h"
 #include "routing/prefix_index.h"
 
 namespace cgn::router {
 
-routing::RoutingPolicy policy_from_config(const config::RouterConfig& cfg);
+// `[router] policy` names a registered routing policy (routing/policies.h); an unknown name is an
+// error that lists the registered ones.
+Result<routing::RoutingPolicy, routing::PolicyError> policy_from_config(const config::RouterConfig& cfg);
 routing::IndexConfig index_from_config(const config::RouterConfig& cfg);
 
 // "policy kv -> least_load, queue_seconds 0.05 -> 0.1" (empty when nothing differs).

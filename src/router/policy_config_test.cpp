@@ -21,8 +21,8 @@ TEST(PolicyConfig, MapsMillisecondWeightsToTheCoreUnits) {
   cfg.routing.load_guard.spread_ratio = 3;
   cfg.routing.index_ttl_s = 30;
   cfg.routing.max_staleness_ms = 2500;
-  const auto p = policy_from_config(cfg);
-  EXPECT_EQ(p.kind, routing::PolicyKind::kLeastLoad);
+  const auto p = policy_from_config(cfg).value();
+  EXPECT_EQ(p.ranking->name(), "least_load");
   // 256 bytes / 4 bytes per token = 64 tokens per block in 4 ms = 16000 tokens/s.
   EXPECT_DOUBLE_EQ(p.weights.prefill_tokens_per_s, 16000.0);
   EXPECT_DOUBLE_EQ(p.weights.queue_seconds, 0.05);
@@ -38,13 +38,23 @@ TEST(PolicyConfig, MapsMillisecondWeightsToTheCoreUnits) {
   EXPECT_EQ(index_from_config(cfg).optimistic_ttl, 30 * kNanosPerSecond);
 }
 
+TEST(PolicyConfig, AnUnknownPolicyIsAnErrorListingTheRegisteredNames) {
+  config::RouterConfig cfg;
+  cfg.policy = "fastest";
+  auto p = policy_from_config(cfg);
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().message,
+            "routing policy \"fastest\" is not registered; registered: kv, round_robin, random, least_load, "
+            "session");
+}
+
 TEST(PolicyConfig, DescribesOnlyWhatChanged) {
   config::RouterConfig a;
   config::RouterConfig b = a;
-  EXPECT_EQ(describe_policy_change(policy_from_config(a), policy_from_config(b)), "");
+  EXPECT_EQ(describe_policy_change(policy_from_config(a).value(), policy_from_config(b).value()), "");
   b.policy = "round_robin";
   b.routing.weights.queue_ms_per_request = 50;
-  EXPECT_EQ(describe_policy_change(policy_from_config(a), policy_from_config(b)),
+  EXPECT_EQ(describe_policy_change(policy_from_config(a).value(), policy_from_config(b).value()),
             "policy kv -> round_robin, queue_seconds 0.1 -> 0.05");
 }
 
@@ -53,7 +63,7 @@ TEST(PolicyConfig, DescribesOnlyWhatChanged) {
 // be the same policy, or the benchmark measures something the router does not ship.
 TEST(PolicyConfig, DefaultRouterConfigIsTheBenchmarkedPolicy) {
   const config::RouterConfig defaults;
-  const routing::RoutingPolicy router = policy_from_config(defaults);
+  const routing::RoutingPolicy router = policy_from_config(defaults).value();
   const routing::RoutingPolicy bench;
   EXPECT_EQ(describe_policy_change(bench, router), "");
   EXPECT_TRUE(router == bench);

@@ -3,12 +3,7 @@
 #include <charconv>
 
 #include "core/digest.h"
-
-// GCC 12 at -O1 with sanitizers: false -Wmismatched-new-delete on Asio coroutine frames (see
-// dispatcher.cpp).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
+#include "router/coro_warnings.h"
 
 namespace cgn::router {
 

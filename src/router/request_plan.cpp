@@ -2,11 +2,7 @@
 
 #include <fmt/format.h>
 
-// GCC 12 at -O1 with sanitizers: false -Wmismatched-new-delete on Asio coroutine frames (see
-// dispatcher.cpp).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
+#include "router/coro_warnings.h"
 
 namespace cgn::router {
 

@@ -1,6 +1,7 @@
 #include "router/state_backend.h"
 
 #include "router/policy_config.h"
+#include "router/router_log.h"
 #include "state/backends.h"
 
 namespace cgn::router {
@@ -64,14 +65,19 @@ bool Gateway::apply_state_event(const cluster::NodeEvent& ev) {
         return true;
       }
       const auto next = policy_from_config(*ev.policy);
+      if (!next) {
+        CGN_LOG_ERROR(router_log(), "policy from the state backend rejected; keeping the current policy",
+                      log::kv("origin", ev.policy_origin), log::kv("error", next.error().message));
+        return true;
+      }
       std::string change;
       nodes_.locked([&](routing::RoutingCore& core, NodeTable::Nodes&) {
-        change = describe_policy_change(core.policy(), next);
-        core.set_policy(next);
+        change = describe_policy_change(core.policy(), *next);
+        core.set_policy(*next);
         core.set_index_config(index_from_config(*ev.policy));
       });
       admission_.set_config(ev.policy->admission);
-      CGN_LOG_INFO(log::get("router"), "routing policy applied from the state backend",
+      CGN_LOG_INFO(router_log(), "routing policy applied from the state backend",
                    log::kv("origin", ev.policy_origin),
                    log::kv("changes", change.empty() ? std::string("none") : change));
       return true;

@@ -87,6 +87,22 @@ Agg first_of(const PromDocument& doc, std::initializer_list<std::string_view> na
   return {};
 }
 
+// The load gauges every engine reports (the first present name of each list): requests waiting
+// and running (summed over the page's series) and KV use (their mean).
+struct LoadGauges {
+  std::initializer_list<std::string_view> waiting;
+  std::initializer_list<std::string_view> running;
+  std::initializer_list<std::string_view> kv_used;
+};
+
+NodeMetrics load_of(const PromDocument& doc, const LoadGauges& g, const MapperOptions& o) {
+  NodeMetrics m;
+  m.queue_depth = first_of(doc, g.waiting, o).total();
+  m.running = first_of(doc, g.running, o).total();
+  m.kv_used_ratio = first_of(doc, g.kv_used, o).mean();
+  return m;
+}
+
 std::optional<uint64_t> label_u64(const PromSample& s, std::string_view name) {
   const std::string* v = s.label(name);
   if (v == nullptr) {
@@ -103,10 +119,11 @@ std::optional<uint64_t> label_u64(const PromSample& s, std::string_view name) {
 }
 
 NodeMetrics map_vllm(const PromDocument& doc, const MapperOptions& o) {
-  NodeMetrics m;
-  m.queue_depth = agg(doc, "vllm:num_requests_waiting", o).total();
-  m.running = agg(doc, "vllm:num_requests_running", o).total();
-  m.kv_used_ratio = first_of(doc, {"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}, o).mean();
+  NodeMetrics m = load_of(doc,
+                          {.waiting = {"vllm:num_requests_waiting"},
+                           .running = {"vllm:num_requests_running"},
+                           .kv_used = {"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}},
+                          o);
   // cache_config_info carries the pool size as labels (one series per engine); it has no
   // model_name label, so it is never filtered out by the model.
   bool all_known = true;
@@ -141,10 +158,11 @@ NodeMetrics map_vllm(const PromDocument& doc, const MapperOptions& o) {
 }
 
 NodeMetrics map_sglang(const PromDocument& doc, const MapperOptions& o) {
-  NodeMetrics m;
-  m.queue_depth = agg(doc, "sglang:num_queue_reqs", o).total();
-  m.running = agg(doc, "sglang:num_running_reqs", o).total();
-  m.kv_used_ratio = agg(doc, "sglang:token_usage", o).mean();
+  NodeMetrics m = load_of(doc,
+                          {.waiting = {"sglang:num_queue_reqs"},
+                           .running = {"sglang:num_running_reqs"},
+                           .kv_used = {"sglang:token_usage"}},
+                          o);
   const Agg tokens = agg(doc, "sglang:max_total_num_tokens", o);
   const uint32_t page = o.sglang_page_size == 0 ? 1 : o.sglang_page_size;
   // An implausible pool size (beyond any real KV pool) is treated as unknown.
@@ -161,10 +179,11 @@ NodeMetrics map_sglang(const PromDocument& doc, const MapperOptions& o) {
 }
 
 NodeMetrics map_llamacpp(const PromDocument& doc, const MapperOptions& o) {
-  NodeMetrics m;
-  m.queue_depth = agg(doc, "llamacpp:requests_deferred", o).total();
-  m.running = agg(doc, "llamacpp:requests_processing", o).total();
-  m.kv_used_ratio = agg(doc, "llamacpp:kv_cache_usage_ratio", o).mean();
+  NodeMetrics m = load_of(doc,
+                          {.waiting = {"llamacpp:requests_deferred"},
+                           .running = {"llamacpp:requests_processing"},
+                           .kv_used = {"llamacpp:kv_cache_usage_ratio"}},
+                          o);
   m.prompt_tokens_total = agg(doc, "llamacpp:prompt_tokens_total", o).total();
   m.generation_tokens_total = agg(doc, "llamacpp:tokens_predicted_total", o).total();
   // Current builds: prompt_tokens_total excludes cached tokens, counted apart.
@@ -176,10 +195,11 @@ NodeMetrics map_llamacpp(const PromDocument& doc, const MapperOptions& o) {
 }
 
 NodeMetrics map_trtllm(const PromDocument& doc, const MapperOptions& o) {
-  NodeMetrics m;
-  m.queue_depth = first_of(doc, {"trtllm_num_requests_waiting", "trtllm:num_requests_waiting"}, o).total();
-  m.running = first_of(doc, {"trtllm_num_requests_running", "trtllm:num_requests_running"}, o).total();
-  m.kv_used_ratio = first_of(doc, {"trtllm_kv_cache_utilization", "trtllm:kv_cache_utilization"}, o).mean();
+  NodeMetrics m = load_of(doc,
+                          {.waiting = {"trtllm_num_requests_waiting", "trtllm:num_requests_waiting"},
+                           .running = {"trtllm_num_requests_running", "trtllm:num_requests_running"},
+                           .kv_used = {"trtllm_kv_cache_utilization", "trtllm:kv_cache_utilization"}},
+                          o);
   const Agg reused =
       first_of(doc, {"trtllm_kv_cache_reused_blocks_total", "trtllm:kv_cache_reused_blocks_total"}, o);
   const Agg missed =

@@ -1,5 +1,6 @@
-// Routing policy and weights: plain data, swappable at run time (RoutingCore::set_policy).
-// Defaults and tuning advice: docs/architecture/routing.md.
+// Routing policy and weights: plain data, swappable at run time (RoutingCore::set_policy). The
+// ranking policy itself is an object registered by name (policies.h). Defaults and tuning
+// advice: docs/architecture/routing.md.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +13,10 @@
 
 namespace cgn::routing {
 
-enum class PolicyKind : uint8_t { kKv = 0, kRoundRobin, kRandom, kLeastLoad, kSession };
+class Policy;  // policies.h: registered by name (kv, round_robin, random, least_load, session)
 
-std::string_view to_string(PolicyKind k);
-// "kv", "round_robin", "random", "least_load", "session"; nullopt otherwise.
-std::optional<PolicyKind> parse_policy_kind(std::string_view s);
+// The kv policy: what a default RoutingPolicy ranks by.
+const Policy* default_policy();
 
 // The TTFT estimate (seconds) of node n for a request:
 //   uncached = max(0, prompt_tokens - credited_blocks * tokens_per_block)
@@ -77,11 +77,11 @@ struct LoadGuard {
 };
 
 struct RoutingPolicy {
-  PolicyKind kind = PolicyKind::kKv;
+  const Policy* ranking = default_policy();  // never null; lives as long as its registry
   ScoreWeights weights;
   LoadGuard guard;
-  // kv policy only: 0 = always the lowest estimate (random among exact ties); > 0 = softmax
-  // sampling of the first choice, p ~ exp(-(ttft - best) / temperature_s).
+  // kv policy only (Policy::Traits::samples_first_choice): 0 = always the lowest estimate (random among exact
+  // ties); > 0 = softmax sampling of the first choice, p ~ exp(-(ttft - best) / temperature_s).
   double temperature_s = routing_defaults::ms_to_s(routing_defaults::kTemperatureMs);
   // Polled nodes (Liveness::kPolled) whose state was not refreshed for this long are treated as
   // unhealthy (0 = never). Nodes a backend removes when they die (kMembership) never go stale.

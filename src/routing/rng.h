@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace cgn::routing {
 
@@ -23,6 +24,16 @@ inline uint64_t mix64(uint64_t x) {
   x *= 0xC4CEB9FE1A85EC53ull;
   x ^= x >> 33;
   return x;
+}
+
+// FNV-1a, then the finaliser: stable across processes and platforms (session affinity must
+// survive a router restart).
+inline uint64_t stable_hash(std::string_view s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) {
+    h = (h ^ c) * 0x100000001B3ull;
+  }
+  return mix64(h);
 }
 
 // Not thread-safe; each owner keeps its own.

@@ -3,33 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "routing/policies.h"
+
 namespace cgn::routing {
-
-std::string_view to_string(PolicyKind k) {
-  switch (k) {
-    case PolicyKind::kKv:
-      return "kv";
-    case PolicyKind::kRoundRobin:
-      return "round_robin";
-    case PolicyKind::kRandom:
-      return "random";
-    case PolicyKind::kLeastLoad:
-      return "least_load";
-    case PolicyKind::kSession:
-      return "session";
-  }
-  return "kv";
-}
-
-std::optional<PolicyKind> parse_policy_kind(std::string_view s) {
-  for (auto k : {PolicyKind::kKv, PolicyKind::kRoundRobin, PolicyKind::kRandom, PolicyKind::kLeastLoad,
-                 PolicyKind::kSession}) {
-    if (to_string(k) == s) {
-      return k;
-    }
-  }
-  return std::nullopt;
-}
 
 std::string_view to_string(RouteError e) {
   switch (e) {
@@ -54,16 +30,6 @@ std::string_view to_string(RouteError e) {
 }
 
 namespace {
-
-// FNV-1a, then a finaliser: stable across processes and platforms (session affinity must
-// survive a router restart).
-uint64_t stable_hash(std::string_view s) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : s) {
-    h = (h ^ c) * 0x100000001B3ull;
-  }
-  return mix64(h);
-}
 
 bool capability_ok(const NodeState& s, const RouteRequest& r) {
   if (r.min_vram_mb != 0 && s.gpu.vram_total_mb != 0 && s.gpu.vram_total_mb < r.min_vram_mb) {
@@ -111,7 +77,7 @@ double RoutingCore::load_of(const Slot& s) const {
 double RoutingCore::spread_load_of(const Slot& s) const {
   // Only the kv score charges decoding requests (running_seconds); for the policies that ignore
   // load (round_robin, random, session) the spread rule is the only thing that balances decodes.
-  if (policy_.guard.spread_counts_running || policy_.kind != PolicyKind::kKv) {
+  if (policy_.guard.spread_counts_running || !policy_.ranking->traits().guard_compares_waiting) {
     return load_of(s);
   }
   // Requests before their first token: the engine's queue, or this router's dispatches still in
@@ -258,7 +224,7 @@ Result<Decision, RouteError> RoutingCore::decide(const RouteRequest& request) {
 
 Status<RouteError> RoutingCore::decide_into(const RouteRequest& request, Decision& out) {
   out.ranked.clear();
-  out.policy = policy_.kind;
+  out.policy = policy_.ranking;
   out.request_blocks = static_cast<uint32_t>(std::min<size_t>(request.digests.size(), UINT32_MAX));
   out.deadline_ok = true;
   out.guarded_out = 0;
@@ -374,74 +340,22 @@ Status<RouteError> RoutingCore::decide_into(const RouteRequest& request, Decisio
 void RoutingCore::rank(const RouteRequest& request, Decision& out) {
   auto& c = out.ranked;
   const size_t n = c.size();
-  PolicyKind kind = policy_.kind;
-  if (kind == PolicyKind::kSession && request.session_key.empty()) {
-    kind = PolicyKind::kKv;
-  }
-  out.policy = kind;
+  const Policy& policy = policy_.ranking->for_request(request);
+  out.policy = &policy;
   if (n <= 1) {
     return;
   }
   auto& items = sort_items_;
   auto& tmp = sort_tmp_;
   items.clear();
-  const double eps = std::max(policy_.tie_epsilon_s, 1e-12);
-  auto bucket = [&](double v) {
-    const double q = std::floor(v / eps);
-    return q >= 9.0e18 ? INT64_MAX : static_cast<int64_t>(q);
-  };
-  switch (kind) {
-    case PolicyKind::kKv:
-      // Equal estimates go first to the node whose overlap rests on fewer guesses: a node that
-      // confirmed the prefix (live KV prefixes) outranks one the router only sent it to. Without
-      // this, a request dispatched between a node's withdrawal of a prefix and another node's
-      // confirmation of it re-records a guess on the first node that ties the confirmation, and
-      // every request it wins refreshes the guess, so routing never follows the prefix.
-      // Then (typically a new prefix on idle nodes) to the node holding the fewest index entries,
-      // so new tenants spread over the fleet's KV instead of piling where the dice fell (SGLang's
-      // cache-aware router sends low-match requests to the smallest tree the same way); random
-      // among nodes holding equally many.
-      for (uint32_t i = 0; i < n; ++i) {
-        const uint64_t held = std::min<uint64_t>(index_.node_entries(c[i].node), (uint64_t{1} << 39) - 1);
-        items.push_back(
-            SortItem{bucket(c[i].cost), c[i].guessed_blocks, (held << 24) | (rng_.next() >> 40), i});
-      }
-      break;
-    case PolicyKind::kLeastLoad:
-      for (uint32_t i = 0; i < n; ++i) {
-        items.push_back(SortItem{bucket(c[i].load), 0, rng_.next(), i});
-      }
-      break;
-    case PolicyKind::kRandom:
-      for (uint32_t i = 0; i < n; ++i) {
-        items.push_back(SortItem{0, 0, rng_.next(), i});
-      }
-      break;
-    case PolicyKind::kRoundRobin: {
-      // Candidates are in node-index order; start at the counter and go round.
-      const uint64_t start = rr_counter_++ % n;
-      for (uint32_t i = 0; i < n; ++i) {
-        items.push_back(SortItem{static_cast<int64_t>((i + n - start) % n), 0, 0, i});
-      }
-      break;
-    }
-    case PolicyKind::kSession: {
-      // Rendezvous hashing: each node's weight for this key; a node joining or leaving moves
-      // only the sessions it wins or held.
-      const uint64_t key = stable_hash(request.session_key);
-      for (uint32_t i = 0; i < n; ++i) {
-        const uint64_t w = mix64(key ^ slots_[c[i].node].id_hash);
-        items.push_back(SortItem{0, 0, ~w, i});
-      }
-      break;
-    }
-  }
+  policy.sort_keys(RankInput{request, c, *this, rng_, rr_counter_, std::max(policy_.tie_epsilon_s, 1e-12)},
+                   items);
   std::sort(items.begin(), items.end());
   tmp.assign(c.begin(), c.end());
   for (size_t i = 0; i < n; ++i) {
     c[i] = tmp[items[i].i];
   }
-  if (kind == PolicyKind::kKv && policy_.temperature_s > 0) {
+  if (policy.traits().samples_first_choice && policy_.temperature_s > 0) {
     // Softmax over the costs for the first choice; the rest keep their order.
     const double best = c.front().cost;
     double total = 0;

@@ -67,8 +67,8 @@ struct Candidate {
 };
 
 struct Decision {
-  PolicyKind policy = PolicyKind::kKv;
-  std::vector<Candidate> ranked;  // best first; never empty in a successful decision
+  const Policy* policy = nullptr;  // the policy that ranked (session without a key: kv)
+  std::vector<Candidate> ranked;   // best first; never empty in a successful decision
   uint32_t request_blocks = 0;
   // False when a deadline was given and even the best estimate exceeds it (the caller may
   // reject the request: deadline admission).
@@ -84,6 +84,23 @@ struct DispatchTicket {
   uint64_t prefill_tokens = 0;
   bool prefill_open = false;
   bool open = false;
+};
+
+// One candidate's place in the ranking, as a policy keys it (policies.h); sorted ascending.
+struct RankKey {
+  int64_t primary;
+  uint64_t secondary;  // kv: guessed blocks (a confirmation outranks a guess); else 0
+  uint64_t tie;
+  uint32_t i;  // the candidate's position in Decision::ranked before sorting
+  bool operator<(const RankKey& o) const {
+    if (primary != o.primary) {
+      return primary < o.primary;
+    }
+    if (secondary != o.secondary) {
+      return secondary < o.secondary;
+    }
+    return tie != o.tie ? tie < o.tie : i < o.i;
+  }
 };
 
 struct RoutingLimits {
@@ -117,6 +134,8 @@ class RoutingCore {
   bool stale(NodeIndex n) const;
   uint64_t inflight_requests(NodeIndex n) const;
   uint64_t inflight_prefill_tokens(NodeIndex n) const;
+  // stable_hash (rng.h) of node n's id, for the session policy's rendezvous hashing.
+  uint64_t node_id_hash(NodeIndex n) const { return slots_[n].id_hash; }
 
   // --- live KV prefixes (etcd) ---
   void confirm_prefixes(NodeIndex n, std::span<const Digest> digests, Tier tier = Tier::kEngine);
@@ -170,27 +189,12 @@ class RoutingCore {
   std::vector<NodeIndex> free_slots_;
   size_t live_nodes_ = 0;
   uint64_t rr_counter_ = 0;
-  struct SortItem {
-    int64_t primary;
-    uint64_t secondary;  // kv: guessed blocks (a confirmation outranks a guess); else 0
-    uint64_t tie;
-    uint32_t i;
-    bool operator<(const SortItem& o) const {
-      if (primary != o.primary) {
-        return primary < o.primary;
-      }
-      if (secondary != o.secondary) {
-        return secondary < o.secondary;
-      }
-      return tie != o.tie ? tie < o.tie : i < o.i;
-    }
-  };
 
   std::map<std::string, NodeIndex, std::less<>> ids_;
   // Scratch reused by every decision.
   OverlapScratch overlap_;
   std::vector<NodeIndex> eligible_;
-  std::vector<SortItem> sort_items_;
+  std::vector<RankKey> sort_items_;
   std::vector<Candidate> sort_tmp_;
 };
 

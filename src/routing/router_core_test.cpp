@@ -7,6 +7,8 @@
 #include <map>
 #include <string>
 
+#include "core/config.h"
+#include "routing/policies.h"
 #include "routing/test_util.h"
 
 namespace cgn::routing {
@@ -16,6 +18,13 @@ using testing::digests;
 using testing::shared_prefix_prompt;
 
 constexpr Nanos kSec = kNanosPerSecond;
+
+// A built-in policy by name (policies.h).
+const Policy* named(std::string_view name) {
+  const Policy* p = builtin_policy(name);
+  EXPECT_NE(p, nullptr) << name;
+  return p;
+}
 
 // "prefix" + number without operator+(const char*, string&&), which trips GCC 12's -Wrestrict.
 std::string name_of(std::string prefix, long long n) {
@@ -212,6 +221,32 @@ TEST(RoutingCore, KvPrefersLongestOverlapAtEqualLoad) {
   EXPECT_LT(res->ranked[1].ttft_s, res->ranked[2].ttft_s);
 }
 
+// Decides `r` and records its dispatch to the first choice: that node and the ticket (kNoNode, and
+// a failure, when no node was eligible).
+std::pair<NodeIndex, DispatchTicket> route_to_first(Fleet& f, const RouteRequest& r) {
+  auto res = f.core.decide(r);
+  EXPECT_TRUE(res.ok());
+  if (!res.ok()) {
+    return {kNoNode, DispatchTicket{}};
+  }
+  const NodeIndex n = res->ranked[0].node;
+  return {n, f.core.record_dispatch(n, r)};
+}
+
+struct CachedAndIdle {
+  NodeIndex cached;
+  NodeIndex idle;
+};
+
+// Adds "cached", holding the 64 blocks of digests(3, 64) with `queue` requests waiting, and
+// "idle", holding nothing: the two sides of the kv policy's trade between overlap and queue.
+CachedAndIdle cached_and_idle(Fleet& f, double queue) {
+  const NodeIndex cached = f.add("cached", {.queue = queue});
+  const NodeIndex idle = f.add("idle");
+  f.core.confirm_prefixes(cached, digests(3, 64));
+  return {cached, idle};
+}
+
 // Overlap against queue: the cached node wins while its queue costs less than the prefill it
 // saves (64 blocks * 64 tokens at 8000 tok/s = 0.512 s; 0.1 s per queued request).
 TEST(RoutingCore, KvTradesOverlapAgainstQueue) {
@@ -223,11 +258,8 @@ TEST(RoutingCore, KvTradesOverlapAgainstQueue) {
     RoutingPolicy p;
     p.weights.uncached_weight = 1.0;  // pure TTFT
     Fleet f(p);
-    const auto d = digests(3, 64);
-    const NodeIndex cached = f.add("cached", {.queue = c.cached_queue});
-    const NodeIndex idle = f.add("idle");
-    f.core.confirm_prefixes(cached, d);
-    auto res = f.core.decide(request_for(d));
+    const auto [cached, idle] = cached_and_idle(f, c.cached_queue);
+    auto res = f.core.decide(request_for(digests(3, 64)));
     ASSERT_TRUE(res.ok());
     EXPECT_EQ(res->ranked[0].node, c.cached_wins ? cached : idle) << "queue " << c.cached_queue;
     EXPECT_EQ(res->guarded_out, 0u);
@@ -268,11 +300,8 @@ TEST(RoutingCore, UncachedWeightValuesHitsAboveTheWait) {
     p.weights.uncached_weight = c.weight;
     p.guard.enabled = false;  // the spread rule would drop the queued node first
     Fleet f(p);
-    const auto d = digests(3, 64);
-    const NodeIndex cached = f.add("cached", {.queue = c.cached_queue});
-    const NodeIndex idle = f.add("idle");
-    f.core.confirm_prefixes(cached, d);
-    auto res = f.core.decide(request_for(d));
+    const auto [cached, idle] = cached_and_idle(f, c.cached_queue);
+    auto res = f.core.decide(request_for(digests(3, 64)));
     ASSERT_TRUE(res.ok());
     EXPECT_EQ(res->ranked[0].node, c.cached_wins ? cached : idle) << c.weight << " queue " << c.cached_queue;
     for (const Candidate& x : res->ranked) {
@@ -302,12 +331,10 @@ TEST(RoutingCore, NewPrefixesSpreadBetweenScrapesByTheRoutersOwnRunningCount) {
   std::vector<DispatchTicket> open;
   for (int i = 0; i < 12; ++i) {
     const auto d = digests(7000 + i, 16);
-    const RouteRequest r = request_for(d);
-    auto res = f.core.decide(r);
-    ASSERT_TRUE(res.ok());
-    const NodeIndex n = res->ranked[0].node;
+    auto [n, ticket] = route_to_first(f, request_for(d));
+    ASSERT_NE(n, kNoNode);
     ++counts[n];
-    open.push_back(f.core.record_dispatch(n, r));
+    open.push_back(ticket);
     f.core.record_first_token(open.back());  // prefill done, still decoding
   }
   ASSERT_EQ(counts.size(), 4u);
@@ -449,11 +476,9 @@ TEST(RoutingCore, EqualEstimatesGoToTheNodeHoldingTheLeastCache) {
     for (int t = 0; t < 5; ++t) {
       const auto d = digests(9100 + t, 16);
       const RouteRequest r = request_for(d);
-      auto res = f.core.decide(r);
-      ASSERT_TRUE(res.ok());
-      const NodeIndex n = res->ranked[0].node;
+      auto [n, ticket] = route_to_first(f, r);
+      ASSERT_NE(n, kNoNode);
       ++tenants[n];
-      auto ticket = f.core.record_dispatch(n, r);
       f.core.record_first_token(ticket);
       f.core.record_completion(ticket);
       // The tenant's next request finds its prefix where it went.
@@ -579,17 +604,17 @@ TEST(LoadGuard, SpreadCountsRunningOnlyWhenAsked) {
     EXPECT_EQ(res->guarded_out, counts_running ? 1u : 0u) << counts_running;
   }
   // Policies that ignore load keep the spread rule on load: it is what balances their decodes.
-  for (const PolicyKind kind : {PolicyKind::kRoundRobin, PolicyKind::kRandom}) {
+  for (const Policy* kind : {named("round_robin"), named("random")}) {
     RoutingPolicy p;
-    p.kind = kind;
+    p.ranking = kind;
     Fleet f(p);
     const NodeIndex busy = f.add("busy", {.running = 30});
     f.add("b");
     auto res = f.core.decide(request_for(digests(13, 8)));
     ASSERT_TRUE(res.ok());
-    ASSERT_EQ(res->ranked.size(), 1u) << to_string(kind);
-    EXPECT_NE(res->ranked[0].node, busy) << to_string(kind);
-    EXPECT_EQ(res->guarded_out, 1u) << to_string(kind);
+    ASSERT_EQ(res->ranked.size(), 1u) << kind->name();
+    EXPECT_NE(res->ranked[0].node, busy) << kind->name();
+    EXPECT_EQ(res->guarded_out, 1u) << kind->name();
   }
 }
 
@@ -630,17 +655,69 @@ TEST(LoadGuard, RouterInFlightCountsAsLoadBetweenScrapes) {
 
 // ---------------------------------------------------------------- policies
 
-TEST(Policies, ParseAndPrint) {
-  for (auto k : {PolicyKind::kKv, PolicyKind::kRoundRobin, PolicyKind::kRandom, PolicyKind::kLeastLoad,
-                 PolicyKind::kSession}) {
-    EXPECT_EQ(parse_policy_kind(to_string(k)), k);
+TEST(Policies, RegisteredByNameInTheConfigsOrder) {
+  std::vector<std::string_view> config_names(std::begin(config::kRoutingPolicies),
+                                             std::end(config::kRoutingPolicies));
+  EXPECT_EQ(builtin_policies().names(), config_names);  // cognitora.toml accepts exactly these
+  for (const std::string_view name : config_names) {
+    auto p = find_policy(name);
+    ASSERT_TRUE(p) << name;
+    EXPECT_EQ((*p)->name(), name);
+    EXPECT_EQ(builtin_policy(name), *p);
   }
-  EXPECT_FALSE(parse_policy_kind("fastest").has_value());
+  EXPECT_EQ(RoutingPolicy{}.ranking, named("kv"));
+}
+
+TEST(Policies, AnUnknownNameIsAnErrorListingTheRegisteredNames) {
+  auto p = find_policy("fastest");
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().code, PolicyError::kUnknown);
+  EXPECT_EQ(p.error().message,
+            "routing policy \"fastest\" is not registered; registered: kv, round_robin, random, least_load, "
+            "session");
+  EXPECT_EQ(builtin_policy("fastest"), nullptr);
+}
+
+// A policy added to a registry is found by its name and ranks decisions; a second one of the same
+// name, or one without a name, is refused.
+class ReversePolicy final : public Policy {
+ public:
+  explicit ReversePolicy(std::string name) : Policy(std::move(name), {}) {}
+  void sort_keys(const RankInput& in, std::vector<RankKey>& keys) const override {
+    for (uint32_t i = 0; i < in.candidates.size(); ++i) {
+      keys.push_back(RankKey{-static_cast<int64_t>(i), 0, 0, i});
+    }
+  }
+};
+
+TEST(Policies, ARegistryTakesNewPoliciesByName) {
+  PolicyRegistry r;
+  ASSERT_TRUE(r.add(std::make_unique<ReversePolicy>("reverse")));
+  auto twice = r.add(std::make_unique<ReversePolicy>("reverse"));
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().code, PolicyError::kInvalid);
+  EXPECT_FALSE(r.add(std::make_unique<ReversePolicy>("")));
+  EXPECT_FALSE(r.add(nullptr));
+  EXPECT_EQ(r.names(), std::vector<std::string_view>{"reverse"});
+  auto reverse = r.find("reverse");
+  ASSERT_TRUE(reverse);
+
+  RoutingPolicy p;
+  p.ranking = *reverse;
+  Fleet f(p);
+  f.add("a");
+  f.add("b");
+  const NodeIndex c = f.add("c");
+  auto res = f.core.decide(request_for(digests(14, 4)));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->policy, *reverse);
+  EXPECT_EQ(res->ranked[0].node, c);
+  EXPECT_EQ(r.find("kv").error().message, "routing policy \"kv\" is not registered; registered: reverse");
 }
 
 TEST(Policies, RoundRobinCyclesEligibleNodes) {
   RoutingPolicy p;
-  p.kind = PolicyKind::kRoundRobin;
+  p.ranking = named("round_robin");
   Fleet f(p);
   const NodeIndex a = f.add("a");
   const NodeIndex b = f.add("b");
@@ -651,7 +728,7 @@ TEST(Policies, RoundRobinCyclesEligibleNodes) {
   for (int i = 0; i < 6; ++i) {
     auto res = f.core.decide(request_for(d));
     ASSERT_TRUE(res.ok());
-    EXPECT_EQ(res->policy, PolicyKind::kRoundRobin);
+    EXPECT_EQ(res->policy, named("round_robin"));
     EXPECT_EQ(res->ranked.size(), 3u);
     firsts.push_back(res->ranked[0].node);
   }
@@ -660,7 +737,7 @@ TEST(Policies, RoundRobinCyclesEligibleNodes) {
 
 TEST(Policies, RandomCoversAllNodesAndKeepsFailoverOrder) {
   RoutingPolicy p;
-  p.kind = PolicyKind::kRandom;
+  p.ranking = named("random");
   Fleet f(p, 3);
   for (const char* id : {"a", "b", "c", "d"}) {
     f.add(id);
@@ -685,7 +762,7 @@ TEST(Policies, RandomCoversAllNodesAndKeepsFailoverOrder) {
 
 TEST(Policies, LeastLoadRanksByLoad) {
   RoutingPolicy p;
-  p.kind = PolicyKind::kLeastLoad;
+  p.ranking = named("least_load");
   p.guard.enabled = false;
   Fleet f(p);
   const NodeIndex a = f.add("a", {.queue = 5, .running = 5});
@@ -702,7 +779,7 @@ TEST(Policies, LeastLoadRanksByLoad) {
 
 TEST(Policies, SessionIsStickyAndConsistent) {
   RoutingPolicy p;
-  p.kind = PolicyKind::kSession;
+  p.ranking = named("session");
   Fleet f(p);
   for (const char* id : {"a", "b", "c", "d", "e"}) {
     f.add(id);
@@ -716,7 +793,7 @@ TEST(Policies, SessionIsStickyAndConsistent) {
     r.session_key = key;
     auto res = f.core.decide(r);
     ASSERT_TRUE(res.ok());
-    EXPECT_EQ(res->policy, PolicyKind::kSession);
+    EXPECT_EQ(res->policy, named("session"));
     first[key] = res->ranked[0].node;
     used.insert(res->ranked[0].node);
     // Same key, same node, every time.
@@ -740,7 +817,7 @@ TEST(Policies, SessionIsStickyAndConsistent) {
 
 TEST(Policies, SessionWithoutKeyFallsBackToKv) {
   RoutingPolicy p;
-  p.kind = PolicyKind::kSession;
+  p.ranking = named("session");
   Fleet f(p);
   f.add("a");
   const NodeIndex b = f.add("b");
@@ -748,7 +825,7 @@ TEST(Policies, SessionWithoutKeyFallsBackToKv) {
   f.core.confirm_prefixes(b, d);
   auto res = f.core.decide(request_for(d));
   ASSERT_TRUE(res.ok());
-  EXPECT_EQ(res->policy, PolicyKind::kKv);
+  EXPECT_EQ(res->policy, named("kv"));
   EXPECT_EQ(res->ranked[0].node, b);
 }
 
@@ -757,11 +834,11 @@ TEST(Policies, SwappableAtRunTime) {
   f.add("a");
   f.add("b");
   const auto d = digests(17, 2);
-  EXPECT_EQ(f.core.decide(request_for(d))->policy, PolicyKind::kKv);
+  EXPECT_EQ(f.core.decide(request_for(d))->policy, named("kv"));
   RoutingPolicy p = f.core.policy();
-  p.kind = PolicyKind::kLeastLoad;
+  p.ranking = named("least_load");
   f.core.set_policy(p);
-  EXPECT_EQ(f.core.decide(request_for(d))->policy, PolicyKind::kLeastLoad);
+  EXPECT_EQ(f.core.decide(request_for(d))->policy, named("least_load"));
 }
 
 TEST(Policies, SoftmaxTemperatureSamplesNearBestOnly) {
@@ -797,10 +874,10 @@ TEST(Policies, SoftmaxTemperatureSamplesNearBestOnly) {
 
 // ---------------------------------------------------------------- determinism
 
-std::vector<std::vector<NodeIndex>> replay(uint64_t seed, PolicyKind kind) {
+std::vector<std::vector<NodeIndex>> replay(uint64_t seed, const Policy* kind) {
   RoutingPolicy p;
-  p.kind = kind;
-  p.temperature_s = kind == PolicyKind::kKv ? 0.02 : 0.0;
+  p.ranking = kind;
+  p.temperature_s = kind == named("kv") ? 0.02 : 0.0;
   Fleet f(p, seed);
   for (int i = 0; i < 8; ++i) {
     f.add(name_of("n", i));
@@ -829,13 +906,13 @@ std::vector<std::vector<NodeIndex>> replay(uint64_t seed, PolicyKind kind) {
 }
 
 TEST(Determinism, IdenticalSeedsGiveIdenticalDecisions) {
-  for (auto kind : {PolicyKind::kKv, PolicyKind::kRandom, PolicyKind::kLeastLoad, PolicyKind::kSession,
-                    PolicyKind::kRoundRobin}) {
-    EXPECT_EQ(replay(1234, kind), replay(1234, kind)) << to_string(kind);
+  for (auto kind :
+       {named("kv"), named("random"), named("least_load"), named("session"), named("round_robin")}) {
+    EXPECT_EQ(replay(1234, kind), replay(1234, kind)) << kind->name();
   }
   // The seed matters where randomness is used.
-  EXPECT_NE(replay(1, PolicyKind::kRandom), replay(2, PolicyKind::kRandom));
-  EXPECT_NE(replay(1, PolicyKind::kKv), replay(2, PolicyKind::kKv));
+  EXPECT_NE(replay(1, named("random")), replay(2, named("random")));
+  EXPECT_NE(replay(1, named("kv")), replay(2, named("kv")));
 }
 
 // ---------------------------------------------------------------- accounting and state

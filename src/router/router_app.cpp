@@ -1,0 +1,195 @@
+#include "router/router_app.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/log.h"
+#include "router/router_log.h"
+#include "router/state_backend.h"
+
+namespace cgn::router {
+
+namespace {
+
+Error<int> failure(int status, const std::string& why) {
+  return cli_exit(status, "cgn-router: " + why + "\n");
+}
+
+}  // namespace
+
+CliResult<RouterSetup> parse_router_command(int argc, const char* const* argv,
+                                            const std::string& source_dashboard) {
+  std::error_code ec;
+  const auto exe = std::filesystem::canonical("/proc/self/exe", ec);
+  auto setup = parse_router_options(argc, argv, ec ? "." : exe.parent_path().string(), source_dashboard);
+  if (!setup) {
+    return failure(2, setup.error().message);
+  }
+  if (setup->help) {
+    return cli_exit(0, setup->help_text);
+  }
+  if (setup->print_config) {
+    return cli_exit(0, config::dump_config(setup->config));
+  }
+  return std::move(*setup);
+}
+
+Status<int> write_port_file(const std::string& path, uint16_t port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << port << "\n";
+    if (!out) {
+      const int err = errno;
+      return make_error(err, "cannot write " + tmp + ": " + std::strerror(err));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    return make_error(ec.value(), "cannot rename " + tmp + " to " + path + ": " + ec.message());
+  }
+  return Ok{};
+}
+
+RouterApp::RouterApp(RouterSetup setup, const Clock& clock) : setup_(std::move(setup)), clock_(clock) {}
+
+RouterApp::~RouterApp() {
+  stop(clock_.now());
+}
+
+CliResult<uint16_t> RouterApp::start() {
+  const auto& cfg = setup_.config;
+  if (auto st = log::configure(cfg.log.level, setup_.log_level, cfg.log.file); !st) {
+    return failure(2, st.error().message);
+  }
+  auto keys = load_api_keys(cfg.router);
+  if (!keys) {
+    return failure(2, keys.error().message);
+  }
+  auto store = make_state_store(cfg, setup_.poll_interval);
+  if (!store) {
+    return failure(2, store.error().message);
+  }
+  // The backend's own counters (gossip: cgn_gossip_*) go on the router's /metrics.
+  cluster::StateStore* backend = store->get();
+  gateway_ = std::make_unique<Gateway>(setup_.gateway, std::move(*store), std::move(*keys));
+  backend->attach_metrics(gateway_->metrics().registry());
+  auto port = gateway_->start();
+  if (!port) {
+    gateway_.reset();  // stops whatever half of it started
+    return failure(1, port.error().message);
+  }
+  port_ = *port;
+  if (!setup_.port_file.empty()) {
+    if (auto written = write_port_file(setup_.port_file, port_); !written) {
+      stop(clock_.now());
+      gateway_.reset();
+      return failure(2, "--port-file: " + written.error().message);
+    }
+  }
+  return port_;
+}
+
+void RouterApp::stop(Nanos deadline) {
+  if (!gateway_ || stopped_) {
+    return;
+  }
+  stopped_ = true;
+  const auto grace = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::nanoseconds(std::max<Nanos>(0, deadline - clock_.now())));
+  CGN_LOG_INFO(router_log(), "shutting down", log::kv("grace_ms", grace.count()));
+  gateway_->stop(grace);
+}
+
+Nanos RouterApp::shutdown_deadline() const {
+  return clock_.now() + setup_.config.router.timeouts.shutdown_grace_ms * kNanosPerMilli;
+}
+
+Status<OptionsError> RouterApp::reload() {
+  if (setup_.config_path.empty()) {
+    CGN_LOG_WARN(router_log(), "SIGHUP ignored: no --config file to reload");
+    return make_error(OptionsError::kUsage, "no --config file to reload");
+  }
+  auto cfg = config::load_config(setup_.config_path);
+  if (!cfg) {
+    CGN_LOG_ERROR(router_log(), "reload failed; keeping the current policy",
+                  log::kv("error", cfg.error().message));
+    return make_error(OptionsError::kConfig, cfg.error().message);
+  }
+  if (gateway_ && !stopped_) {
+    if (auto st = gateway_->reload(cfg->router); !st) {
+      CGN_LOG_ERROR(router_log(), "reload failed; keeping the current policy",
+                    log::kv("error", st.error().message));
+      return make_error(OptionsError::kConfig, st.error().message);
+    }
+  }
+  return Ok{};
+}
+
+HangupSignal::HangupSignal() {
+  sigemptyset(&set_);
+  sigaddset(&set_, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+}
+
+HangupSignal::~HangupSignal() {
+  stop();
+}
+
+CliResult<Ok> HangupSignal::start(std::function<void()> on_hangup) {
+  if (thread_.joinable()) {
+    return Ok{};
+  }
+  signal_fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC);
+  wake_fd_ = signal_fd_ < 0 ? -1 : ::eventfd(0, EFD_CLOEXEC);
+  if (signal_fd_ < 0 || wake_fd_ < 0) {
+    const int err = errno;
+    stop();  // closes what was opened
+    return failure(1, std::string("cannot wait for SIGHUP: ") + std::strerror(err));
+  }
+  thread_ = std::thread([this, on_hangup = std::move(on_hangup)] {
+    for (;;) {
+      pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        return;
+      }
+      if (fds[1].revents != 0) {
+        return;
+      }
+      signalfd_siginfo info{};
+      if (fds[0].revents != 0 && ::read(signal_fd_, &info, sizeof info) == sizeof info) {
+        on_hangup();
+      }
+    }
+  });
+  return Ok{};
+}
+
+void HangupSignal::stop() {
+  if (thread_.joinable()) {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+    thread_.join();
+  }
+  for (int* fd : {&signal_fd_, &wake_fd_}) {
+    if (*fd >= 0) {
+      ::close(*fd);
+      *fd = -1;
+    }
+  }
+}
+
+}  // namespace cgn::router
