@@ -90,29 +90,10 @@ class PolicyRun {
   }
 
   PolicyResult run() {
-    for (;;) {
-      if (cursor_ == w_.requests.size() && outstanding_ == 0) {
-        break;
-      }
-      uint32_t ei = 0;
-      uint32_t si = 0;
-      const Nanos te = fleet_.next_engine_event(ei);
-      const Nanos ts = fleet_.next_scrape(si);
-      const Nanos ta = cursor_ < w_.requests.size() ? arrival_[cursor_] : sim::kNever;
-      if (te <= ts && te <= ta) {
-        clock_.set(te);
-        fleet_.engine(ei).advance_to(te);
-        handle_events(ei);
-      } else if (ts <= ta) {
-        clock_.set(ts);
-        fleet_.scrape(si, ts);
-      } else {
-        clock_.set(ta);
-        arrive(cursor_, ta);
-        ++cursor_;
-        // A refused request leaves the engine's queue untouched; accepted ones wake it.
-      }
-    }
+    // A refused request leaves the engine's queue untouched; accepted ones wake it.
+    fleet_.run_event_loop(
+        clock_, arrival_, cursor_, [this] { return cursor_ == w_.requests.size() && outstanding_ == 0; },
+        [this](uint32_t ei) { handle_events(ei); }, [this](size_t k, Nanos at) { arrive(k, at); });
     summarise_run(samples_, fleet_.busy(), res_);
     return std::move(res_);
   }
@@ -278,15 +259,7 @@ class PolicyRun {
       ++res_.errors;
     } else {
       ++res_.completed;
-      const Nanos arr = arrival_[p.index];
-      const double t = seconds(p.first_token - arr);
-      samples_.ttft.push_back(t);
-      samples_.e2e.push_back(seconds(ev.time - arr));
-      const uint32_t n = comp.usage.completion_tokens;
-      const double per_tok = n > 1 ? seconds(ev.time - p.first_token) / (n - 1) : 0.0;
-      samples_.itl.push_back(per_tok);
-      samples_.good += (t <= c_.slo_ttft_s && per_tok <= c_.slo_itl_s) ? 1 : 0;
-      samples_.output_tokens += n;
+      samples_.add_completion(arrival_[p.index], p.first_token, ev.time, comp.usage.completion_tokens, c_);
       res_.prompt_tokens += comp.usage.prompt_tokens;
       res_.cached_tokens += comp.usage.cached_tokens;
       res_.diagnosis.reported_tokens += comp.usage.cached_tokens;

@@ -93,6 +93,17 @@ std::vector<Nanos> scaled_arrivals(const Workload& w, const LoadLevel& level) {
   return arrival;
 }
 
+void RunSamples::add_completion(Nanos arrival, Nanos first_token, Nanos done, uint32_t tokens,
+                                const ClusterConfig& c) {
+  const double t = seconds(first_token - arrival);
+  ttft.push_back(t);
+  e2e.push_back(seconds(done - arrival));
+  const double per_tok = tokens > 1 ? seconds(done - first_token) / (tokens - 1) : 0.0;
+  itl.push_back(per_tok);
+  good += (t <= c.slo_ttft_s && per_tok <= c.slo_itl_s) ? 1 : 0;
+  output_tokens += tokens;
+}
+
 void summarise_run(RunSamples& s, const std::vector<Nanos>& busy, PolicyResult& res) {
   std::sort(s.ttft.begin(), s.ttft.end());
   std::sort(s.itl.begin(), s.itl.end());

@@ -42,6 +42,39 @@ class SimFleet {
   Nanos next_engine_event(uint32_t& i) const;
   Nanos next_scrape(uint32_t& i) const;
 
+  // The virtual-time loop both runs share. Until done(), takes the earliest of the next engine
+  // event, the next scrape and the next arrival (arrivals[cursor], while cursor < arrivals.size()),
+  // sets `clock` to it and handles it: an engine event advances that engine, then on_engine(i); a
+  // scrape scrapes; an arrival calls on_arrival(cursor, at), then moves the cursor on. Also ends
+  // when neither an engine event nor an arrival is left: nothing could make progress (the caller
+  // counts what is still in flight as lost).
+  template <class Done, class OnEngine, class OnArrival>
+  void run_event_loop(ManualClock& clock, const std::vector<Nanos>& arrivals, size_t& cursor, Done done,
+                      OnEngine on_engine, OnArrival on_arrival) {
+    while (!done()) {
+      uint32_t ei = 0;
+      uint32_t si = 0;
+      const Nanos te = next_engine_event(ei);
+      const Nanos ts = next_scrape(si);
+      const Nanos ta = cursor < arrivals.size() ? arrivals[cursor] : sim::kNever;
+      if (te == sim::kNever && ta == sim::kNever) {
+        return;
+      }
+      if (te <= ts && te <= ta) {
+        clock.set(te);
+        engine(ei).advance_to(te);
+        on_engine(ei);
+      } else if (ts <= ta) {
+        clock.set(ts);
+        scrape(si, ts);
+      } else {
+        clock.set(ta);
+        on_arrival(cursor, ta);
+        ++cursor;
+      }
+    }
+  }
+
  private:
   routing::RoutingCore& core_;
   Nanos scrape_interval_;
@@ -65,6 +98,10 @@ struct RunSamples {
   uint64_t good = 0;  // within both SLOs
   uint64_t output_tokens = 0;
   Nanos last_done = 0;
+
+  // One completed request: TTFT, end-to-end latency and time per output token (seconds), whether
+  // both are within c's SLOs, and its output tokens.
+  void add_completion(Nanos arrival, Nanos first_token, Nanos done, uint32_t tokens, const ClusterConfig& c);
 };
 
 // Fills res's latency percentiles (sorting the samples), goodput, output rate, hit rate (from

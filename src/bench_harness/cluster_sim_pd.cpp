@@ -80,31 +80,10 @@ class PdRun {
   }
 
   void run() {
-    for (;;) {
-      if (cursor_ == w_.requests.size() && flights_.empty()) {
-        break;
-      }
-      uint32_t ei = 0;
-      uint32_t si = 0;
-      const Nanos te = fleet_.next_engine_event(ei);
-      const Nanos ts = fleet_.next_scrape(si);
-      const Nanos ta = cursor_ < w_.requests.size() ? arrival_[cursor_] : sim::kNever;
-      if (te == sim::kNever && ta == sim::kNever) {
-        break;  // nothing left that can make progress (a request lost between legs is an error)
-      }
-      if (te <= ts && te <= ta) {
-        clock_.set(te);
-        fleet_.engine(ei).advance_to(te);
-        handle_events(ei);
-      } else if (ts <= ta) {
-        clock_.set(ts);
-        fleet_.scrape(si, ts);
-      } else {
-        clock_.set(ta);
-        arrive(cursor_, ta);
-        ++cursor_;
-      }
-    }
+    // Also ends when nothing left can make progress: a request lost between legs is an error.
+    fleet_.run_event_loop(
+        clock_, arrival_, cursor_, [this] { return cursor_ == w_.requests.size() && flights_.empty(); },
+        [this](uint32_t ei) { handle_events(ei); }, [this](size_t k, Nanos at) { arrive(k, at); });
     res_.errors += flights_.size();
     summarise();
   }
@@ -125,6 +104,29 @@ class PdRun {
     flights_.erase(k);
   }
 
+  // The leg's request to the first engine of decision_.ranked with room in its queue, recording
+  // the dispatch. kRefused: every queue was full; kFailed: an engine refused it otherwise (the
+  // flight is finished as an error).
+  enum class Sent { kYes, kRefused, kFailed };
+  Sent dispatch(size_t k, const routing::RouteRequest& rr, const sim::Request& req, Nanos now) {
+    for (const auto& cand : decision_.ranked) {
+      const uint32_t i = fleet_.engine_of(cand.node);
+      auto h = fleet_.engine(i).add_request(sim::Request(req), now);
+      if (!h.ok()) {
+        if (h.error().code == sim::EngineError::kQueueFull) {
+          continue;
+        }
+        finish_error(k);
+        return Sent::kFailed;
+      }
+      flights_.at(k).ticket = core_.record_dispatch(cand.node, rr);
+      pending_[i].emplace(*h, k);
+      ++res_.per_node_requests[i];
+      return Sent::kYes;
+    }
+    return Sent::kRefused;
+  }
+
   // The decode leg (or the aggregated fallback) of flight k at `now`; `params` from the prefill.
   void send_decode(size_t k, std::optional<sim::KvTransferParams> params, Nanos now) {
     Flight& f = flights_.at(k);
@@ -141,31 +143,18 @@ class PdRun {
       return;
     }
     order_for_decode(decision_.ranked);
-    for (const auto& cand : decision_.ranked) {
-      const uint32_t i = fleet_.engine_of(cand.node);
-      sim::Request req;
-      req.external_id = std::to_string(k);
-      req.prompt = f.tokens;
-      req.max_tokens = w_.requests[k].output_tokens;
-      req.stream = true;
-      req.ignore_eos = true;
-      req.want_text = false;
-      req.kv_transfer = params;
-      auto h = fleet_.engine(i).add_request(std::move(req), now);
-      if (!h.ok()) {
-        if (h.error().code == sim::EngineError::kQueueFull) {
-          continue;
-        }
-        finish_error(k);
-        return;
-      }
-      f.decode = true;
-      f.ticket = core_.record_dispatch(cand.node, rr);
-      pending_[i].emplace(*h, k);
-      ++res_.per_node_requests[i];
-      return;
+    sim::Request req;
+    req.external_id = std::to_string(k);
+    req.prompt = f.tokens;
+    req.max_tokens = w_.requests[k].output_tokens;
+    req.stream = true;
+    req.ignore_eos = true;
+    req.want_text = false;
+    req.kv_transfer = std::move(params);
+    f.decode = true;
+    if (dispatch(k, rr, req, now) == Sent::kRefused) {
+      finish_error(k);
     }
-    finish_error(k);
   }
 
   void arrive(size_t k, Nanos now) {
@@ -183,29 +172,18 @@ class PdRun {
       return;
     }
     res_.guarded_out += decision_.guarded_out > 0 ? 1 : 0;
-    for (const auto& cand : decision_.ranked) {
-      const uint32_t i = fleet_.engine_of(cand.node);
-      sim::Request req;  // the router's prefill body (router/disagg.cpp prefill_body)
-      req.external_id = std::to_string(k);
-      req.prompt = f.tokens;
-      req.max_tokens = 1;
-      req.stream = false;
-      req.ignore_eos = true;
-      req.want_text = false;
-      req.want_token_events = false;
-      req.kv_transfer = sim::KvTransferParams{};
-      req.kv_transfer->do_remote_decode = true;
-      auto h = fleet_.engine(i).add_request(std::move(req), now);
-      if (!h.ok()) {
-        if (h.error().code == sim::EngineError::kQueueFull) {
-          continue;
-        }
-        finish_error(k);
-        return;
-      }
-      f.ticket = core_.record_dispatch(cand.node, rr);
-      pending_[i].emplace(*h, k);
-      ++res_.per_node_requests[i];
+    sim::Request req;  // the router's prefill body (router/disagg.cpp prefill_body)
+    req.external_id = std::to_string(k);
+    req.prompt = f.tokens;
+    req.max_tokens = 1;
+    req.stream = false;
+    req.ignore_eos = true;
+    req.want_text = false;
+    req.want_token_events = false;
+    req.kv_transfer = sim::KvTransferParams{};
+    req.kv_transfer->do_remote_decode = true;
+    const Sent sent = dispatch(k, rr, req, now);
+    if (sent != Sent::kRefused) {
       return;
     }
     ++out_.fallbacks;  // every prefill node refused it
@@ -288,18 +266,11 @@ class PdRun {
     out_.transferred_tokens += comp.transferred_tokens;
     ++res_.completed;
     const Nanos arr = arrival_[k];
-    const double t = seconds(f.first_token - arr);
-    samples_.ttft.push_back(t);
+    samples_.add_completion(arr, f.first_token, ev.time, comp.usage.completion_tokens, c_);
     if (f.handoff >= 0) {
       prefill_leg_.push_back(seconds(f.handoff - arr));
       decode_ttft_.push_back(seconds(f.first_token - f.handoff));
     }
-    samples_.e2e.push_back(seconds(ev.time - arr));
-    const uint32_t n = comp.usage.completion_tokens;
-    const double per_tok = n > 1 ? seconds(ev.time - f.first_token) / (n - 1) : 0.0;
-    samples_.itl.push_back(per_tok);
-    samples_.good += (t <= c_.slo_ttft_s && per_tok <= c_.slo_itl_s) ? 1 : 0;
-    samples_.output_tokens += n;
     res_.prompt_tokens += comp.usage.prompt_tokens;
     // The hit rate is the prefill pool's: prompt tokens the prefill node did not compute,
     // counted when its blocks reached the decode node (a failed pull wasted them).

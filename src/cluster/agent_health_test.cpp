@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cluster/node_record_samples.h"
 #include "cognitora/v1/agent.pb.h"
 
 // GCC 12 at -O3 reports a false -Wrestrict inside std::string assignment inlined from protobuf's
@@ -20,33 +21,8 @@ namespace {
 
 namespace pb = cognitora::v1;
 
-NodeRecord full_record() {
-  NodeRecord r;
-  r.node_id = "gpu-node-7";
-  r.address = "10.0.0.7:9090";
-  r.models = {"Qwen/Qwen3-8B", "qwen"};
-  r.engine = "vllm";
-  r.role = routing::NodeRole::kPrefill;
-  r.ready = true;
-  r.gpu = GpuIdentity{"NVIDIA H200", "nvidia", 143771, 8};
-  r.total_blocks = 27500;
-  r.free_blocks = 20000;
-  r.block_size = 16;
-  r.queue_depth = 3;
-  r.running = 12;
-  r.kv_epoch = 1790000000123;
-  r.power_watts = 627.4;
-  r.watt_limit = 650;
-  r.cordon = true;
-  r.version = "0.1.0";
-  r.generation = 1790000000000;
-  return r;
-}
-
-NodeRecord minimal_record() {
-  return NodeRecord{
-      .node_id = "n", .address = "127.0.0.1:9090", .engine = "llamacpp", .kv_epoch = 5, .generation = 5};
-}
+using samples::full_record;
+using samples::minimal_record;
 
 pb::NodeRecord proto_of(const NodeRecord& r) {
   pb::NodeRecord p;

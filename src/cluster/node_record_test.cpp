@@ -6,38 +6,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cluster/node_record_samples.h"
+
 namespace cgn::cluster {
 namespace {
 
-NodeRecord full_record() {
-  NodeRecord r;
-  r.node_id = "gpu-node-7";
-  r.address = "10.0.0.7:9090";
-  r.models = {"Qwen/Qwen3-8B", "qwen"};
-  r.engine = "vllm";
-  r.role = routing::NodeRole::kPrefill;
-  r.ready = true;
-  r.gpu = GpuIdentity{"NVIDIA H200", "nvidia", 143771, 8};
-  r.total_blocks = 27500;
-  r.free_blocks = 20000;
-  r.block_size = 16;
-  r.queue_depth = 3;
-  r.running = 12;
-  r.kv_epoch = 1790000000123;
-  r.power_watts = 627.4;
-  r.watt_limit = 650;
-  r.cordon = true;
-  r.version = "0.1.0";
-  r.generation = 1790000000000;
-  return r;
-}
-
-NodeRecord minimal_record() {
-  // Designated initialisers: GCC 12 reports a false -Wrestrict on member-wise string assignment
-  // here.
-  return NodeRecord{
-      .node_id = "n", .address = "127.0.0.1:9090", .engine = "llamacpp", .kv_epoch = 5, .generation = 5};
-}
+using samples::full_record;
+using samples::minimal_record;
 
 TEST(NodeRecord, round_trips_through_json) {
   for (const auto& r : {full_record(), minimal_record()}) {

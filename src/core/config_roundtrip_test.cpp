@@ -9,20 +9,11 @@
 
 #include "core/config.h"
 #include "core/config_schema.h"
+#include "testing/config_env.h"
 #include "testing/process.h"
 
 namespace cgn::config {
 namespace {
-
-EnvLookup env_of(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
-    auto it = vars.find(std::string(name));
-    if (it == vars.end()) {
-      return std::nullopt;
-    }
-    return it->second;
-  };
-}
 
 const std::map<std::string, std::string> kEnv = {
     {"CGN_T_KEYS", "k1,k2"},
@@ -35,10 +26,10 @@ const std::map<std::string, std::string> kEnv = {
 
 // Loads `text`, prints it, loads the print and expects the same configuration (and the same print).
 void expect_round_trip(const std::string& text) {
-  auto first = load_config_from_string(text, "in.toml", env_of(kEnv));
+  auto first = load_config_from_string(text, "in.toml", testing::map_env(kEnv));
   ASSERT_TRUE(first.ok()) << first.error().message;
   const std::string dump = dump_config(*first);
-  auto second = load_config_from_string(dump, "in.toml", env_of(kEnv));
+  auto second = load_config_from_string(dump, "in.toml", testing::map_env(kEnv));
   ASSERT_TRUE(second.ok()) << second.error().message << "\n" << dump;
   EXPECT_TRUE(*second == *first) << "input:\n" << text << "\nprinted:\n" << dump;
   EXPECT_EQ(dump_config(*second), dump);

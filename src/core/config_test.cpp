@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "testing/config_env.h"
 #include "testing/process.h"
 
 namespace cgn::config {
@@ -15,19 +16,9 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-EnvLookup env_of(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
-    auto it = vars.find(std::string(name));
-    if (it == vars.end()) {
-      return std::nullopt;
-    }
-    return it->second;
-  };
-}
-
 Result<CognitoraConfig, ConfigError> load(std::string_view text,
                                           std::map<std::string, std::string> env = {}) {
-  return load_config_from_string(text, "cognitora.toml", env_of(std::move(env)));
+  return load_config_from_string(text, "cognitora.toml", testing::map_env(std::move(env)));
 }
 
 // The whole message of a failed load (every diagnostic, one per line).
@@ -174,8 +165,8 @@ gpus = [0, 3]
 }
 
 TEST(Config, ExampleFileLoadsAndMatchesDefaults) {
-  auto r =
-      load_config(testing::source_path("docs/examples/cognitora.toml"), env_of({{"CGN_API_KEYS", "k1,k2"}}));
+  auto r = load_config(testing::source_path("docs/examples/cognitora.toml"),
+                       testing::map_env({{"CGN_API_KEYS", "k1,k2"}}));
   ASSERT_TRUE(r.ok()) << r.error().message;
   const CognitoraConfig& c = r.value();
   EXPECT_EQ(c.router.api_keys_from_env(), (std::vector<std::string>{"k1", "k2"}));
@@ -675,7 +666,7 @@ gpus = [1]
   std::string dump = dump_config(r.value());
   EXPECT_THAT(dump, Not(HasSubstr("very-secret")));
   EXPECT_THAT(dump, HasSubstr("api_keys_env = 'CGN_T_KEYS'"));
-  auto again = load_config_from_string(dump, "dump.toml", env_of(env));
+  auto again = load_config_from_string(dump, "dump.toml", testing::map_env(env));
   ASSERT_TRUE(again.ok()) << again.error().message << "\n" << dump;
   EXPECT_EQ(dump_config(again.value()), dump);
   EXPECT_EQ(again->router.api_keys.reveal(), "sk-very-secret");

@@ -5,6 +5,8 @@
 
 #include <mutex>
 
+#include "core/text.h"
+
 namespace cgn::log {
 namespace {
 
@@ -123,28 +125,12 @@ std::string quote_value(std::string_view v) {
   }
   std::string out = "\"";
   for (unsigned char c : v) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          out += fmt::format("\\x{:02x}", static_cast<unsigned>(c));
-        } else {
-          out += static_cast<char>(c);
-        }
+    if (const std::string_view e = text::short_escape(c); !e.empty()) {
+      out += e;
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned>(c));
+    } else {
+      out += static_cast<char>(c);
     }
   }
   out += '"';

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "core/text.h"
+
 namespace cgn {
 
 namespace {
@@ -47,37 +49,21 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
 void append_json_escaped(std::string& out, std::string_view s) {
   for (size_t i = 0; i < s.size(); ++i) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else if (c < 0x80) {
-          out += static_cast<char>(c);
-        } else if (size_t n = utf8_sequence_length(s, i); n > 0) {
-          out.append(s.substr(i, n));
-          i += n - 1;
-        } else {
-          // Messages may quote client bytes (a model name, a header): an invalid byte becomes
-          // U+FFFD so the body is always valid JSON.
-          out += "\\ufffd";
-        }
+    if (const std::string_view e = text::short_escape(c); !e.empty()) {
+      out += e;
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else if (c < 0x80) {
+      out += static_cast<char>(c);
+    } else if (size_t n = utf8_sequence_length(s, i); n > 0) {
+      out.append(s.substr(i, n));
+      i += n - 1;
+    } else {
+      // Messages may quote client bytes (a model name, a header): an invalid byte becomes
+      // U+FFFD so the body is always valid JSON.
+      out += "\\ufffd";
     }
   }
 }

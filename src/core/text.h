@@ -15,4 +15,24 @@ constexpr std::string_view trim(std::string_view s, std::string_view chars = " \
   return s.substr(first, s.find_last_not_of(chars) - first + 1);
 }
 
+// The two-character escape JSON and logfmt share for `c` (quote, backslash, newline, carriage
+// return, tab), or an empty view when `c` has none; the callers differ in how they write the
+// other control characters.
+constexpr std::string_view short_escape(unsigned char c) {
+  switch (c) {
+    case '"':
+      return "\\\"";
+    case '\\':
+      return "\\\\";
+    case '\n':
+      return "\\n";
+    case '\r':
+      return "\\r";
+    case '\t':
+      return "\\t";
+    default:
+      return {};
+  }
+}
+
 }  // namespace cgn::text

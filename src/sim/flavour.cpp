@@ -153,18 +153,29 @@ std::string_view error_type_for(Flavour f, int status) {
   }
 }
 
+namespace {
+
+// `"message":M,"type":T,"param":P` (vLLM, SGLang, TensorRT-LLM and MLX share this run of fields).
+void append_message_type_param(std::string& out, std::string_view message, std::string_view type,
+                               std::string_view param) {
+  out += R"("message":)";
+  append_quoted(out, message);
+  out += R"(,"type":)";
+  append_quoted(out, type);
+  out += R"(,"param":)";
+  append_param(out, param);
+}
+
+}  // namespace
+
 std::string render_error_body(Flavour f, int status, std::string_view message, std::string_view param) {
   const std::string_view type = error_type_for(f, status);
   std::string out;
   out.reserve(96 + message.size());
   switch (f) {
     case Flavour::kVllm:
-      out += R"({"error":{"message":)";
-      append_quoted(out, message);
-      out += R"(,"type":)";
-      append_quoted(out, type);
-      out += R"(,"param":)";
-      append_param(out, param);
+      out += R"({"error":{)";
+      append_message_type_param(out, message, type, param);
       out += R"(,"code":)";
       out += std::to_string(status);
       out += "}}";
@@ -180,23 +191,15 @@ std::string render_error_body(Flavour f, int status, std::string_view message, s
       break;
     case Flavour::kSglang:
     case Flavour::kTrtllm:
-      out += R"({"object":"error","message":)";
-      append_quoted(out, message);
-      out += R"(,"type":)";
-      append_quoted(out, type);
-      out += R"(,"param":)";
-      append_param(out, param);
+      out += R"({"object":"error",)";
+      append_message_type_param(out, message, type, param);
       out += R"(,"code":)";
       out += std::to_string(status);
       out += "}";
       break;
     case Flavour::kMlx:
-      out += R"({"error":{"message":)";
-      append_quoted(out, message);
-      out += R"(,"type":)";
-      append_quoted(out, type);
-      out += R"(,"param":)";
-      append_param(out, param);
+      out += R"({"error":{)";
+      append_message_type_param(out, message, type, param);
       out += R"(,"code":null}})";
       break;
   }

@@ -14,17 +14,10 @@
 
 #include "testing/capability.h"
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  const int rc = RUN_ALL_TESTS();
-  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
-  if (rc != 0 || unit.skipped_test_count() == 0) {
-    return rc;
-  }
-  std::string exe = argv[0];
-  if (const auto slash = exe.find_last_of('/'); slash != std::string::npos) {
-    exe.erase(0, slash + 1);
-  }
+namespace {
+
+// "Suite.Test" of every test that ran and was skipped.
+std::vector<std::string> skipped_tests(const ::testing::UnitTest& unit) {
   std::vector<std::string> names;
   for (int s = 0; s < unit.total_test_suite_count(); ++s) {
     const ::testing::TestSuite& suite = *unit.GetTestSuite(s);
@@ -34,6 +27,15 @@ int main(int argc, char** argv) {
         names.push_back(std::string(suite.name()) + "." + info.name());
       }
     }
+  }
+  return names;
+}
+
+// Prints the skipped tests of executable `argv0` and appends them to $CGN_SKIP_LOG.
+void report_skipped(const std::string& argv0, const std::vector<std::string>& names) {
+  std::string exe = argv0;
+  if (const auto slash = exe.find_last_of('/'); slash != std::string::npos) {
+    exe.erase(0, slash + 1);
   }
   std::printf("[ cgn-skip ] %zu test(s) skipped in %s; the run counts as skipped, not passed\n", names.size(),
               exe.c_str());
@@ -48,5 +50,17 @@ int main(int argc, char** argv) {
   if (f != nullptr) {
     std::fclose(f);
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  const int rc = RUN_ALL_TESTS();
+  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
+  if (rc != 0 || unit.skipped_test_count() == 0) {
+    return rc;
+  }
+  report_skipped(argv[0], skipped_tests(unit));
   return cgn::testing::kSkipExitCode;
 }

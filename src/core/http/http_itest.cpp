@@ -19,6 +19,7 @@
 #include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -168,6 +169,36 @@ class RawServer {
     timeval tv{5, 0};
     ::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   }
+  // The next connection with a 5 s receive timeout; nullopt when accept fails (the server is
+  // shutting down).
+  static std::optional<tcp::socket> accept(tcp::acceptor& acc) {
+    error_code ec;
+    tcp::socket s = acc.accept(ec);
+    if (ec) {
+      return std::nullopt;
+    }
+    set_timeout(s);
+    return s;
+  }
+  // A script that accepts one connection and runs `script` on it.
+  static std::function<void(tcp::acceptor&)> one_connection(std::function<void(tcp::socket&)> script) {
+    return [script = std::move(script)](tcp::acceptor& acc) {
+      if (auto s = accept(acc)) {
+        script(*s);
+      }
+    };
+  }
+  // Reads a request, answers 200 "first" and reads the next request head (which stays unanswered).
+  // False when the first request never came.
+  static bool answer_first_then_read_next(tcp::socket& s, std::string& buf) {
+    if (!read_head(s, buf)) {
+      return false;
+    }
+    error_code ec;
+    asio::write(s, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")), ec);
+    read_head(s, buf);
+    return true;
+  }
   static bool read_head(tcp::socket& s, std::string& buf) {
     error_code ec;
     const size_t n = asio::read_until(s, asio::dynamic_buffer(buf), "\r\n\r\n", ec);
@@ -232,29 +263,23 @@ TEST(HttpClient, replaces_pooled_connection_the_server_closed_while_idle) {
 
 TEST(HttpClient, retries_once_when_a_reused_connection_dies_before_answering) {
   RawServer up([](tcp::acceptor& acc) {
-    error_code ec;
-    tcp::socket s1 = acc.accept(ec);
-    if (ec) {
-      return;
-    }
-    RawServer::set_timeout(s1);
+    auto s1 = RawServer::accept(acc);
     std::string buf;
-    if (!RawServer::read_head(s1, buf)) {
+    // The second request arrives on the pooled connection...
+    if (!s1 || !RawServer::answer_first_then_read_next(*s1, buf)) {
       return;
     }
-    asio::write(s1, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")), ec);
-    RawServer::read_head(s1, buf);  // the second request arrives on the pooled connection...
-    s1.close();                     // ...and the server drops it without an answer
-    tcp::socket s2 = acc.accept(ec);
-    if (ec) {
+    s1->close();  // ...and the server drops it without an answer
+    auto s2 = RawServer::accept(acc);
+    if (!s2) {
       return;
     }
-    RawServer::set_timeout(s2);
     buf.clear();
-    if (RawServer::read_head(s2, buf)) {
-      asio::write(s2, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nretried")), ec);
+    error_code ec;
+    if (RawServer::read_head(*s2, buf)) {
+      asio::write(*s2, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nretried")), ec);
     }
-    RawServer::read_head(s2, buf);  // until the client closes
+    RawServer::read_head(*s2, buf);  // until the client closes
   });
   asio::io_context ctx;
   HttpClient client(ctx);
@@ -274,20 +299,15 @@ TEST(HttpClient, a_reused_connection_that_dies_and_a_refused_reconnect_is_a_clos
   // Reported as a refused connect, a router would take the request to the next node as if it
   // had never been delivered.
   RawServer up([](tcp::acceptor& acc) {
-    error_code ec;
-    tcp::socket s1 = acc.accept(ec);
-    if (ec) {
-      return;
-    }
-    RawServer::set_timeout(s1);
+    auto s1 = RawServer::accept(acc);
     std::string buf;
-    if (!RawServer::read_head(s1, buf)) {
+    // The second request arrives on the pooled connection...
+    if (!s1 || !RawServer::answer_first_then_read_next(*s1, buf)) {
       return;
     }
-    asio::write(s1, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")), ec);
-    RawServer::read_head(s1, buf);  // the second request arrives on the pooled connection...
-    acc.close(ec);                  // ...the server stops listening...
-    s1.close();                     // ...and the connection drops without an answer
+    error_code ec;
+    acc.close(ec);  // ...the server stops listening...
+    s1->close();    // ...and the connection drops without an answer
   });
   asio::io_context ctx;
   HttpClient client(ctx);
@@ -322,13 +342,13 @@ TEST(HttpClient, no_100_within_continue_wait_is_a_failed_connect_and_the_body_ne
   // Accepts (as the kernel does for a hung or stopped server) and never answers.
   std::promise<std::string> received;
   RawServer up([&received](tcp::acceptor& acc) {
-    error_code ec;
-    tcp::socket s = acc.accept(ec);
-    if (ec) {
+    auto conn = RawServer::accept(acc);
+    if (!conn) {
       received.set_value("");
       return;
     }
-    RawServer::set_timeout(s);
+    tcp::socket& s = *conn;
+    error_code ec;
     std::string all;
     asio::read(s, asio::dynamic_buffer(all), ec);  // until the client gives up and closes
     received.set_value(all);
@@ -353,20 +373,15 @@ TEST(HttpClient, no_100_within_continue_wait_is_a_failed_connect_and_the_body_ne
 }
 
 TEST(HttpClient, a_final_answer_instead_of_100_is_the_response_and_its_connection_is_not_pooled) {
-  RawServer up([](tcp::acceptor& acc) {
+  RawServer up(RawServer::one_connection([](tcp::socket& s) {
     error_code ec;
-    tcp::socket s = acc.accept(ec);
-    if (ec) {
-      return;
-    }
-    RawServer::set_timeout(s);
     std::string buf;
     if (RawServer::read_head(s, buf)) {
       asio::write(s, asio::buffer(std::string("HTTP/1.1 401 Unauthorized\r\nContent-Length: 2\r\n\r\nno")),
                   ec);
     }
     RawServer::read_head(s, buf);  // until the client closes
-  });
+  }));
   asio::io_context ctx;
   HttpClient client(ctx);
   const Upstream u{"127.0.0.1", up.port()};
@@ -382,13 +397,13 @@ TEST(HttpClient, without_continue_wait_no_expect_header_goes_out) {
   // server's interim answer would be read as the response.
   std::promise<std::string> head;
   RawServer up([&head](tcp::acceptor& acc) {
-    error_code ec;
-    tcp::socket s = acc.accept(ec);
-    if (ec) {
+    auto conn = RawServer::accept(acc);
+    if (!conn) {
       head.set_value("");
       return;
     }
-    RawServer::set_timeout(s);
+    tcp::socket& s = *conn;
+    error_code ec;
     std::string buf;
     const size_t n = asio::read_until(s, asio::dynamic_buffer(buf), "\r\n\r\n", ec);
     head.set_value(buf.substr(0, n));
@@ -408,17 +423,11 @@ TEST(HttpClient, without_continue_wait_no_expect_header_goes_out) {
 }
 
 TEST(HttpClient, header_timeout_when_server_accepts_but_never_answers) {
-  RawServer up([](tcp::acceptor& acc) {
-    error_code ec;
-    tcp::socket s = acc.accept(ec);
-    if (ec) {
-      return;
-    }
-    RawServer::set_timeout(s);
+  RawServer up(RawServer::one_connection([](tcp::socket& s) {
     std::string buf;
     RawServer::read_head(s, buf);
     RawServer::read_head(s, buf);  // never answers; returns when the client gives up
-  });
+  }));
   asio::io_context ctx;
   ClientConfig cc;
   cc.timer_resolution = 10ms;
@@ -1204,13 +1213,8 @@ TEST(HttpClient, read_some_returns_every_chunk_already_received_in_one_piece) {
   // Two 1000-byte chunks and the end, written at once: more than Beast's 512-byte default read.
   const std::string a(1000, 'a');
   const std::string b(1000, 'b');
-  RawServer up([&](tcp::acceptor& acc) {
+  RawServer up(RawServer::one_connection([&](tcp::socket& s) {
     error_code ec;
-    tcp::socket s = acc.accept(ec);
-    if (ec) {
-      return;
-    }
-    RawServer::set_timeout(s);
     std::string buf;
     if (!RawServer::read_head(s, buf)) {
       return;
@@ -1219,7 +1223,7 @@ TEST(HttpClient, read_some_returns_every_chunk_already_received_in_one_piece) {
                              "\r\n3e8\r\n" + b + "\r\n0\r\n\r\n";
     asio::write(s, asio::buffer(wire), ec);
     RawServer::read_head(s, buf);  // until the client closes
-  });
+  }));
   asio::io_context ctx;
   HttpClient client(ctx);
   const Upstream u{"127.0.0.1", up.port()};

@@ -27,10 +27,16 @@ Result<std::string, TlsError> read_pem(const std::string& path, std::string_view
   return text;
 }
 
-Result<std::shared_ptr<grpc::ServerCredentials>, TlsError> server_credentials(const config::TlsConfig& tls) {
-  if (!tls.enabled()) {
-    return grpc::InsecureServerCredentials();
-  }
+namespace {
+
+struct Pems {
+  std::string ca;
+  std::string cert;
+  std::string key;
+};
+
+// The three PEM files [tls] names; the first that cannot be read is the error.
+Result<Pems, TlsError> read_pems(const config::TlsConfig& tls) {
   auto ca = read_pem(tls.ca_file, "[tls] ca_file");
   auto cert = read_pem(tls.cert_file, "[tls] cert_file");
   auto key = read_pem(tls.key_file, "[tls] key_file");
@@ -39,11 +45,24 @@ Result<std::shared_ptr<grpc::ServerCredentials>, TlsError> server_credentials(co
       return r->error();
     }
   }
+  return Pems{std::move(*ca), std::move(*cert), std::move(*key)};
+}
+
+}  // namespace
+
+Result<std::shared_ptr<grpc::ServerCredentials>, TlsError> server_credentials(const config::TlsConfig& tls) {
+  if (!tls.enabled()) {
+    return grpc::InsecureServerCredentials();
+  }
+  auto pems = read_pems(tls);
+  if (!pems) {
+    return pems.error();
+  }
   grpc::SslServerCredentialsOptions o(tls.require_client_cert
                                           ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
                                           : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  o.pem_root_certs = std::move(*ca);
-  o.pem_key_cert_pairs.push_back({std::move(*key), std::move(*cert)});
+  o.pem_root_certs = std::move(pems->ca);
+  o.pem_key_cert_pairs.push_back({std::move(pems->key), std::move(pems->cert)});
   return grpc::SslServerCredentials(o);
 }
 
@@ -52,18 +71,14 @@ Result<std::shared_ptr<grpc::ChannelCredentials>, TlsError> channel_credentials(
   if (!tls.enabled()) {
     return grpc::InsecureChannelCredentials();
   }
-  auto ca = read_pem(tls.ca_file, "[tls] ca_file");
-  auto cert = read_pem(tls.cert_file, "[tls] cert_file");
-  auto key = read_pem(tls.key_file, "[tls] key_file");
-  for (const auto* r : {&ca, &cert, &key}) {
-    if (!*r) {
-      return r->error();
-    }
+  auto pems = read_pems(tls);
+  if (!pems) {
+    return pems.error();
   }
   grpc::SslCredentialsOptions o;
-  o.pem_root_certs = std::move(*ca);
-  o.pem_cert_chain = std::move(*cert);
-  o.pem_private_key = std::move(*key);
+  o.pem_root_certs = std::move(pems->ca);
+  o.pem_cert_chain = std::move(pems->cert);
+  o.pem_private_key = std::move(pems->key);
   return grpc::SslCredentials(o);
 }
 

@@ -88,6 +88,21 @@ bool is_token_error(grpc::StatusCode code, std::string_view message) {
          has("revision of auth store is old") || has("user name is empty");
 }
 
+void stop_stream_thread(std::mutex& mu, bool& stopping, const std::shared_ptr<grpc::ClientContext>& ctx,
+                        std::condition_variable& cv, std::thread& thread) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+    if (ctx) {
+      ctx->TryCancel();
+    }
+  }
+  cv.notify_all();
+  if (thread.joinable() && thread.get_id() != std::this_thread::get_id()) {
+    thread.join();
+  }
+}
+
 KeyValue from_proto(const mvccpb::KeyValue& kv) {
   KeyValue out;
   out.key = kv.key();

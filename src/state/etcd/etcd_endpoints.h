@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,11 @@ EtcdResult<std::string> normalize_endpoint(std::string_view endpoint);
 // Whether a failed call was refused for its auth token (missing, expired, unknown after an etcd
 // restart, or issued before an auth change): re-authenticating may help.
 bool is_token_error(grpc::StatusCode code, std::string_view message);
+
+// Stops the thread that holds one etcd stream (Watcher, LeaseKeeper): under `mu` sets `stopping`
+// and cancels the open stream's context, if any; wakes `cv`; joins `thread` unless called on it.
+void stop_stream_thread(std::mutex& mu, bool& stopping, const std::shared_ptr<grpc::ClientContext>& ctx,
+                        std::condition_variable& cv, std::thread& thread);
 
 KeyValue from_proto(const mvccpb::KeyValue& kv);
 RangeResult range_from_proto(const etcdserverpb::RangeResponse& resp);

@@ -258,13 +258,7 @@ bool EtcdPublisher::full_sync(const std::string& record_json) {
   auto res = client_->apply_batch(ops);
   if (!res) {
     std::lock_guard lock(mu_);
-    ++stats_.failed_txns;
-    if (is_lease_gone(res.error())) {
-      lease_lost_.store(true);
-    }
-    // need_full_sync_ stays set: the next flush marks everything unpublished again.
-    stats_.connected = is_lease_gone(res.error());
-    set_connected(stats_.connected, res.error().message);
+    batch_failed(res.error());  // need_full_sync_ stays set: the next flush marks all unpublished
     return false;
   }
   last_record_json_ = record_json;
@@ -283,6 +277,15 @@ bool EtcdPublisher::full_sync(const std::string& record_json) {
                log::kv("lease", lease), log::kv("prefixes", changes.puts.size()),
                log::kv("stale_deleted", stale), log::kv("txns", res->txns));
   return true;
+}
+
+void EtcdPublisher::batch_failed(const etcd::EtcdError& e) {
+  ++stats_.failed_txns;
+  if (is_lease_gone(e)) {
+    lease_lost_.store(true);
+  }
+  stats_.connected = is_lease_gone(e);
+  set_connected(stats_.connected, e.message);
 }
 
 bool EtcdPublisher::incremental(const std::string& record_json) {
@@ -323,12 +326,7 @@ bool EtcdPublisher::incremental(const std::string& record_json) {
   if (!res) {
     std::lock_guard lock(mu_);
     set_.restore_changes(changes);
-    ++stats_.failed_txns;
-    if (is_lease_gone(res.error())) {
-      lease_lost_.store(true);
-    }
-    stats_.connected = is_lease_gone(res.error());
-    set_connected(stats_.connected, res.error().message);
+    batch_failed(res.error());
     return false;
   }
   if (record_changed) {

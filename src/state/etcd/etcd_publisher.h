@@ -104,6 +104,8 @@ class EtcdPublisher {
   bool full_sync(const std::string& record_json);
   bool incremental(const std::string& record_json);
   void set_connected(bool ok, const std::string& why);
+  // A batch etcd refused (called with mu_ held): counted; a lost lease is noted for the next flush.
+  void batch_failed(const etcd::EtcdError& e);
   void update_from_record(const cluster::NodeRecord& rec);
 
   std::string node_key() const;

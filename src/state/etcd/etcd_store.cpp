@@ -170,14 +170,7 @@ void EtcdStateView::put(std::string_view key, std::string_view value, int64_t mo
   if (auto id = etcd::keys::node_of(key, root_ + "cordon/")) {
     const bool before = is_cordoned(*id);
     cordon_[*id] = cordon_value(value);
-    const bool after = is_cordoned(*id);
-    changes_.update("cordon/" + *id, after ? "cordoned" : "uncordoned", spdlog::level::info,
-                    after ? "node cordoned: no new traffic" : "node uncordoned", log::kv("node", *id));
-    if (before != after) {
-      if (auto it = nodes_.find(*id); it != nodes_.end()) {
-        emit_upsert(*id, it->second);
-      }
-    }
+    cordon_changed(*id, before);
     return;
   }
   if (rel.starts_with("kv/")) {
@@ -210,6 +203,17 @@ void EtcdStateView::put(std::string_view key, std::string_view value, int64_t mo
       sink_(ev);
     }
     return;
+  }
+}
+
+void EtcdStateView::cordon_changed(const std::string& id, bool before) {
+  const bool after = is_cordoned(id);
+  changes_.update("cordon/" + id, after ? "cordoned" : "uncordoned", spdlog::level::info,
+                  after ? "node cordoned: no new traffic" : "node uncordoned", log::kv("node", id));
+  if (before != after) {
+    if (auto it = nodes_.find(id); it != nodes_.end()) {
+      emit_upsert(id, it->second);
+    }
   }
 }
 
@@ -246,14 +250,7 @@ void EtcdStateView::del(std::string_view key, int64_t revision) {
   if (auto id = etcd::keys::node_of(key, root_ + "cordon/")) {
     const bool before = is_cordoned(*id);
     cordon_.erase(*id);
-    const bool after = is_cordoned(*id);
-    changes_.update("cordon/" + *id, after ? "cordoned" : "uncordoned", spdlog::level::info,
-                    after ? "node cordoned: no new traffic" : "node uncordoned", log::kv("node", *id));
-    if (before != after) {
-      if (auto it = nodes_.find(*id); it != nodes_.end()) {
-        emit_upsert(*id, it->second);
-      }
-    }
+    cordon_changed(*id, before);
     return;
   }
   if (rel.starts_with("kv/")) {

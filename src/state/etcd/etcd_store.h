@@ -84,6 +84,9 @@ class EtcdStateView {
 
   void emit_upsert(const std::string& id, const Node& n);
   bool is_cordoned(const std::string& id) const;
+  // After node `id`'s cordon key changed (`before`: whether it was cordoned): logs the state and
+  // sends the node again when its cordon flipped.
+  void cordon_changed(const std::string& id, bool before);
   void reject(std::string_view key, std::string_view why);
 
   std::string root_;  // "/cognitora/"

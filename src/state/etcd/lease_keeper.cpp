@@ -47,17 +47,7 @@ int64_t LeaseKeeper::lease_id() const {
 }
 
 void LeaseKeeper::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-    if (ctx_) {
-      ctx_->TryCancel();
-    }
-  }
-  cv_.notify_all();
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
-    thread_.join();
-  }
+  stop_stream_thread(mu_, stopping_, ctx_, cv_, thread_);
 }
 
 EtcdResult<int64_t> LeaseKeeper::regrant() {

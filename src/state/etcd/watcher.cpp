@@ -68,17 +68,7 @@ std::unique_ptr<Watcher> Watcher::prefix(std::shared_ptr<EtcdClient> client, con
 }
 
 void Watcher::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-    if (ctx_) {
-      ctx_->TryCancel();
-    }
-  }
-  cv_.notify_all();
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
-    thread_.join();
-  }
+  stop_stream_thread(mu_, stopping_, ctx_, cv_, thread_);
   finished_.store(true, std::memory_order_release);
 }
 

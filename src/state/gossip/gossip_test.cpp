@@ -299,25 +299,27 @@ TEST(GossipCore, dead_member_is_detected_then_forgotten_and_stays_forgotten) {
   EXPECT_GE(net.cores[0]->stats().members_gced, 1u);
 }
 
+// A member `o` seeded with core 0 ticks once: core 0 answers none of its packets (they arrive
+// from addr_of(from)).
+void expect_shut_out(Net& net, const CoreOptions& o, size_t from) {
+  GossipCore outsider(o, net.now);
+  outsider.set_seeds({addr_of(0)});
+  for (auto& out : outsider.tick(net.now)) {
+    EXPECT_TRUE(net.cores[0]->receive(out.bytes, addr_of(from), net.now).empty());
+  }
+}
+
 TEST(GossipCore, wrong_key_and_foreign_cluster_are_rejected_and_counted) {
   Net net(2, "key-a");
   CoreOptions o;
   o.name = "intruder";
   o.generation = 1;
   o.hmac_key = "key-b";
-  GossipCore bad(o, net.now);
-  bad.set_seeds({addr_of(0)});
-  for (auto& out : bad.tick(net.now)) {
-    EXPECT_TRUE(net.cores[0]->receive(out.bytes, addr_of(99), net.now).empty());
-  }
+  expect_shut_out(net, o, 99);
   o.name = "foreign";
   o.hmac_key = "key-a";
   o.cluster_id = "elsewhere";
-  GossipCore foreign(o, net.now);
-  foreign.set_seeds({addr_of(0)});
-  for (auto& out : foreign.tick(net.now)) {
-    EXPECT_TRUE(net.cores[0]->receive(out.bytes, addr_of(98), net.now).empty());
-  }
+  expect_shut_out(net, o, 98);
   const auto& s = net.cores[0]->stats();
   EXPECT_EQ(s.rejected[static_cast<size_t>(WireError::kAuth)], 1u);
   EXPECT_EQ(s.rejected[static_cast<size_t>(WireError::kBadCluster)], 1u);
@@ -382,11 +384,7 @@ TEST(GossipCore, key_rotation_in_three_rolling_steps_never_splits_the_cluster) {
   o.name = "stale";
   o.generation = 1;
   o.hmac_key = "old-key";
-  GossipCore stale(o, net.now);
-  stale.set_seeds({addr_of(0)});
-  for (auto& out : stale.tick(net.now)) {
-    EXPECT_TRUE(net.cores[0]->receive(out.bytes, addr_of(96), net.now).empty());
-  }
+  expect_shut_out(net, o, 96);
   EXPECT_EQ(net.cores[0]->stats().rejected[static_cast<size_t>(WireError::kAuth)], 1u);
 }
 

@@ -209,14 +209,19 @@ asio::awaitable<void> StaticStore::poll_loop(size_t i) {
     if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) {
       co_return;
     }
-    sink_(ev);
-    polls_.fetch_add(1, std::memory_order_relaxed);
-    timer.expires_after(options_.interval);
-    auto [ec] = co_await timer.async_wait(kUseTuple);
-    if (ec) {
+    if (!co_await deliver_then_sleep(ev, timer)) {
       co_return;
     }
   }
+}
+
+asio::awaitable<bool> StaticStore::deliver_then_sleep(const cluster::NodeEvent& ev,
+                                                      asio::steady_timer& timer) {
+  sink_(ev);
+  polls_.fetch_add(1, std::memory_order_relaxed);
+  timer.expires_after(options_.interval);
+  auto [ec] = co_await timer.async_wait(kUseTuple);
+  co_return !ec;
 }
 
 asio::awaitable<void> StaticStore::agent_poll_loop(size_t i) {
@@ -254,11 +259,7 @@ asio::awaitable<void> StaticStore::agent_poll_loop(size_t i) {
                      log::kv("error", h.error().message));
       }
     }
-    sink_(ev);
-    polls_.fetch_add(1, std::memory_order_relaxed);
-    timer.expires_after(options_.interval);
-    auto [ec] = co_await timer.async_wait(kUseTuple);
-    if (ec) {
+    if (!co_await deliver_then_sleep(ev, timer)) {
       co_return;
     }
   }

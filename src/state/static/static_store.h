@@ -15,6 +15,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -79,6 +80,10 @@ class StaticStore final : public cluster::StateStore {
   boost::asio::awaitable<void> poll_loop(size_t i);
   // The same for a node with an agent address: Agent.Health instead of the HTTP probes.
   boost::asio::awaitable<void> agent_poll_loop(size_t i);
+  // Both loops' tail: delivers `ev`, counts the poll and sleeps one interval on `timer`. False
+  // when the sleep was cancelled (the store stops).
+  boost::asio::awaitable<bool> deliver_then_sleep(const cluster::NodeEvent& ev,
+                                                  boost::asio::steady_timer& timer);
 
   StaticStoreOptions options_;
   std::vector<Node> nodes_;
