@@ -24,6 +24,7 @@
 #include "core/http/server.h"
 #include "testing/engine_sim.h"
 #include "testing/process.h"
+#include "testing/run_on.h"
 #include "testing/test_certs.h"
 
 namespace cgn::agent {
@@ -33,22 +34,7 @@ using namespace std::chrono_literals;
 using cgn::testing::wait_until;
 namespace asio = boost::asio;
 
-template <class T>
-asio::awaitable<std::optional<T>> wrap(asio::awaitable<T> aw) {
-  co_return co_await std::move(aw);
-}
-
-// Runs a coroutine to completion on a private io_context (co_spawn's future needs a
-// default-constructible value, hence the optional).
-template <class T>
-T run_on(asio::io_context& ctx, asio::awaitable<T> aw) {
-  auto fut = asio::co_spawn(ctx, wrap(std::move(aw)), asio::use_future);
-  ctx.restart();
-  while (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-    ctx.run_one_for(std::chrono::milliseconds(50));
-  }
-  return *fut.get();
-}
+using cgn::testing::run_on;
 
 struct Recorder {
   std::mutex mu;

@@ -22,18 +22,6 @@
 namespace cgn::bench {
 namespace {
 
-// The router's decode ordering (router/disagg.cpp order_for_decode; the bench links no router):
-// least loaded first, then the longest overlap; stable otherwise.
-void order_for_decode(std::vector<routing::Candidate>& ranked) {
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const routing::Candidate& a, const routing::Candidate& b) {
-                     if (a.load != b.load) {
-                       return a.load < b.load;
-                     }
-                     return a.overlap_blocks > b.overlap_blocks;
-                   });
-}
-
 // A client request between its legs.
 struct Flight {
   size_t index = 0;  // into the workload
@@ -142,7 +130,7 @@ class PdRun {
       }
       return;
     }
-    order_for_decode(decision_.ranked);
+    routing::order_for_decode(decision_.ranked);
     sim::Request req;
     req.external_id = std::to_string(k);
     req.prompt = f.tokens;

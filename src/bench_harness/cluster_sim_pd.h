@@ -6,7 +6,7 @@
 //   1. prefill leg: RoutingCore::decide over prefill nodes (kv score), a request with
 //      max_tokens 1 and kv_transfer_params {do_remote_decode: true};
 //   2. when it finishes: decide over decode nodes, re-ranked by load then overlap (the router's
-//      order_for_decode), the client's request with the returned params (none: recompute);
+//      routing::order_for_decode), the client's request with the returned params (none: recompute);
 //   3. the decode engine's kKvPull is answered by claim_blocks() on the named prefill engine;
 //      the decode engine then charges the simulator's transfer time
 //      (kv_transfer_fixed + tokens * kv_transfer_per_token, docs/sim.md) and decodes.

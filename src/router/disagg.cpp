@@ -53,16 +53,6 @@ std::string decode_body(std::string_view client_body, const json& params) {
   return j.dump();
 }
 
-void order_for_decode(std::vector<routing::Candidate>& ranked) {
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const routing::Candidate& a, const routing::Candidate& b) {
-                     if (a.load != b.load) {
-                       return a.load < b.load;
-                     }
-                     return a.overlap_blocks > b.overlap_blocks;
-                   });
-}
-
 }  // namespace disagg
 
 asio::awaitable<void> PdPlan::serve(RequestContext& ctx, Dispatcher& d) {

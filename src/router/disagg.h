@@ -6,7 +6,7 @@
 //      stream_options/min_tokens, kv_transfer_params {do_remote_decode: true, ...}) to the
 //      prefill node with the best overlap; up to max_attempts prefill nodes before it answers.
 //   2. Decode leg: the client's body with the returned kv_transfer_params (decode_body) to a
-//      decode node chosen by load, then overlap (order_for_decode); its answer, streamed or not,
+//      decode node chosen by load, then overlap (routing::order_for_decode); its answer, streamed or not,
 //      is the client's. No params (a stop token first) -> the original body: decode recomputes.
 //
 // Both legs carry the same X-Request-Id; X-CGN-Role says prefill or decode. A model is served
@@ -46,9 +46,6 @@ std::optional<nlohmann::json> handoff_params(std::string_view prefill_answer);
 
 // The decode leg's body: the client's body with kv_transfer_params set to `params`.
 std::string decode_body(std::string_view client_body, const nlohmann::json& params);
-
-// Decode candidates: least loaded first, then the longest overlap; stable otherwise.
-void order_for_decode(std::vector<routing::Candidate>& ranked);
 
 }  // namespace disagg
 

@@ -88,7 +88,7 @@ TEST(Disagg, DecodeCandidatesByLoadThenOverlap) {
   };
   std::vector<routing::Candidate> r = {cand(0, 3, 50), cand(1, 1, 0), cand(2, 1, 9), cand(3, 0, 0),
                                        cand(4, 1, 9)};
-  order_for_decode(r);
+  routing::order_for_decode(r);
   std::vector<routing::NodeIndex> order;
   for (const auto& c : r) {
     order.push_back(c.node);

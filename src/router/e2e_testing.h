@@ -23,6 +23,7 @@
 #include "testing/engine_sim.h"
 #include "testing/metrics_page.h"
 #include "testing/process.h"
+#include "testing/stream_capture.h"
 
 namespace cgn::router::e2e {
 
@@ -99,38 +100,17 @@ inline asio::awaitable<std::optional<Reply>> do_call(http::HttpClient& c, uint16
 
 inline asio::awaitable<std::optional<Reply>> do_stream(http::HttpClient& c, uint16_t port,
                                                        http::Request req) {
-  std::optional<Reply> out(std::in_place);
-  Reply& r = *out;
+  // A named Upstream: GCC 12 destroys a temporary in a co_await expression too early.
   const http::Upstream up{"127.0.0.1", port, false};
-  auto s = co_await c.stream(up, std::move(req));
-  if (!s) {
-    r.error = s.error().message;
-    r.error += " ";
-    co_return out;
-  }
-  r.status = s->status();
-  for (const auto& f : s->headers()) {
-    r.headers.insert(f.name_string(), f.value());
-  }
-  if (r.status != 200) {
-    auto all = co_await s->read_all();
-    if (all) {
-      r.body = *all;
-    }
-    co_return out;
-  }
-  for (;;) {
-    auto ev = co_await s->next_event();
-    if (!ev) {
-      r.error = ev.error().message;
-      r.error += " ";
-      co_return out;
-    }
-    if (!ev->has_value()) {
-      co_return out;
-    }
-    r.events.push_back((*ev)->data);
-  }
+  cgn::testing::StreamCapture cap;
+  co_await cgn::testing::capture_stream(c, up, std::move(req), cap);
+  std::optional<Reply> out(std::in_place);
+  out->status = cap.status;
+  out->headers = std::move(cap.headers);
+  out->body = std::move(cap.body);
+  out->events = std::move(cap.events);
+  out->error = std::move(cap.error);
+  co_return out;
 }
 
 inline Reply run(asio::awaitable<std::optional<Reply>> (*fn)(http::HttpClient&, uint16_t, http::Request),

@@ -45,7 +45,7 @@ Result<NodeTable::Ranked, routing::RouteError> NodeTable::rank(const routing::Ro
   }
   out.decision = std::move(*decided);
   if (decode_order) {
-    disagg::order_for_decode(out.decision.ranked);
+    routing::order_for_decode(out.decision.ranked);
   }
   for (const auto& c : out.decision.ranked) {
     if (out.targets.size() >= max) {

@@ -19,18 +19,6 @@ Error<ApiError> refusal(ApiError e) {
 
 }  // namespace
 
-std::string_view endpoint_label(Endpoint e) {
-  switch (e) {
-    case Endpoint::kChat:
-      return "chat";
-    case Endpoint::kCompletions:
-      return "completions";
-    case Endpoint::kEmbeddings:
-      return "embeddings";
-  }
-  return "other";
-}
-
 Result<ClientHeaders, ApiError> parse_client_headers(const http::Request& req) {
   ClientHeaders h;
   if (auto it = req.find("X-CGN-Priority"); it != req.end()) {
@@ -94,7 +82,7 @@ asio::awaitable<std::optional<Admitted>> admit(http::Exchange& ex, Endpoint endp
   const RequestIds ids = request_ids(ex.request());
   Admitted a{
       RequestContext{ex, ex.request(), ids.client, ids.upstream, ex.remote_address(),
-                     std::string(kUnknownModel), endpoint_label(endpoint), std::chrono::steady_clock::now()},
+                     std::string(kUnknownModel), endpoint_name(endpoint), std::chrono::steady_clock::now()},
       Admission::Slot{}, false};
   RequestContext& ctx = a.ctx;
   auto headers = parse_client_headers(ctx.req);

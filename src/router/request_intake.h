@@ -27,8 +27,6 @@ namespace cgn::router {
 
 inline constexpr std::string_view kUnknownModel = "_unknown";  // the model label before it is known
 
-std::string_view endpoint_label(Endpoint e);
-
 struct ClientHeaders {
   std::string priority;  // empty: not sent
   int64_t deadline_ms = 0;

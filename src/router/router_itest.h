@@ -18,27 +18,13 @@
 
 #include "core/http/client.h"
 #include "router/coro_warnings.h"
+#include "testing/run_on.h"
 
 namespace cgn::router::itest {
 
 namespace asio = boost::asio;
 
-template <class T>
-inline asio::awaitable<std::optional<T>> wrap(asio::awaitable<T> aw) {
-  co_return co_await std::move(aw);
-}
-
-template <class T>
-T run_on(asio::io_context& ctx, asio::awaitable<T> aw) {
-  // Runs handlers until this coroutine is done: an open stream keeps the client's deadline
-  // sweeper ticking, so the context would never run out of work by itself.
-  auto fut = asio::co_spawn(ctx, wrap(std::move(aw)), asio::use_future);
-  ctx.restart();
-  while (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-    ctx.run_one_for(std::chrono::milliseconds(100));
-  }
-  return *fut.get();
-}
+using cgn::testing::run_on;
 
 struct Reply {
   unsigned status = 0;

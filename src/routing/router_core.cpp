@@ -7,6 +7,15 @@
 
 namespace cgn::routing {
 
+void order_for_decode(std::vector<Candidate>& ranked) {
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.load != b.load) {
+      return a.load < b.load;
+    }
+    return a.overlap_blocks > b.overlap_blocks;
+  });
+}
+
 std::string_view to_string(RouteError e) {
   switch (e) {
     case RouteError::kNoNodes:

@@ -66,6 +66,10 @@ struct Candidate {
   double load = 0;              // load(n) as the load guard sees it
 };
 
+// The prefill/decode split's decode ordering (the router's P/D plan and the simulated one):
+// least loaded first, then the longest overlap; stable otherwise.
+void order_for_decode(std::vector<Candidate>& ranked);
+
 struct Decision {
   const Policy* policy = nullptr;  // the policy that ranked (session without a key: kv)
   std::vector<Candidate> ranked;   // best first; never empty in a successful decision

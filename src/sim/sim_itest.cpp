@@ -23,6 +23,7 @@
 #include "testing/engine_sim.h"
 #include "testing/metrics_page.h"
 #include "testing/process.h"
+#include "testing/stream_capture.h"
 
 // GCC 12 -O1 + sanitizers: false -Wmismatched-new-delete on Asio coroutine
 // frames (see server.cpp).
@@ -194,45 +195,24 @@ struct StreamReply {
 
 asio::awaitable<std::optional<StreamReply>> do_stream(http::HttpClient& c, uint16_t port, http::Request req,
                                                       http::ClientTimeouts t) {
-  std::optional<StreamReply> out(std::in_place);
-  StreamReply& r = *out;
+  // A named Upstream: GCC 12 destroys a temporary in a co_await expression too early.
   const http::Upstream up{"127.0.0.1", port, false};
-  auto s = co_await c.stream(up, std::move(req), t);
-  if (!s) {
-    r.error = s.error().message;
-    r.error += " ";
-    r.error_code = s.error().code;
-    co_return out;
-  }
-  r.status = s->status();
-  for (const auto& f : s->headers()) {
-    r.headers.insert(f.name_string(), f.value());
-  }
-  if (r.status != 200) {
-    auto all = co_await s->read_all();
-    if (all) {
-      r.body = *all;
-    }
-    co_return out;
-  }
-  for (;;) {
-    auto ev = co_await s->next_event();
-    if (!ev) {
-      r.error = ev.error().message;
-      r.error += " ";
-      r.error_code = ev.error().code;
-      co_return out;
-    }
-    if (!ev->has_value()) {
-      co_return out;
-    }
-    const http::SseEvent& e = **ev;
-    if (e.is_done()) {
-      r.saw_done = true;
+  cgn::testing::StreamCapture cap;
+  co_await cgn::testing::capture_stream(c, up, std::move(req), cap, t);
+  std::optional<StreamReply> out(std::in_place);
+  out->status = cap.status;
+  out->headers = std::move(cap.headers);
+  out->body = std::move(cap.body);
+  for (auto& e : cap.events) {
+    if (e == "[DONE]") {
+      out->saw_done = true;
     } else {
-      r.data.push_back(e.data);
+      out->data.push_back(std::move(e));
     }
   }
+  out->error = std::move(cap.error);
+  out->error_code = cap.error_code;
+  co_return out;
 }
 
 StreamReply stream(uint16_t port, const std::string& target, const json& body, const Headers& headers = {},

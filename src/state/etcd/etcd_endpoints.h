@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/log.h"
@@ -38,6 +39,19 @@ bool is_token_error(grpc::StatusCode code, std::string_view message);
 // and cancels the open stream's context, if any; wakes `cv`; joins `thread` unless called on it.
 void stop_stream_thread(std::mutex& mu, bool& stopping, const std::shared_ptr<grpc::ClientContext>& ctx,
                         std::condition_variable& cv, std::thread& thread);
+
+// Ends the stream a Watcher or LeaseKeeper thread holds, on that thread: cancels it, collects its
+// status, then under `mu` forgets the open context `open` (stop() cancels through it). Returns the
+// status and whether stop() has asked the thread to end (`stopping`, read under `mu`).
+template <class Stream>
+std::pair<grpc::Status, bool> end_stream(grpc::ClientContext& ctx, Stream& stream, std::mutex& mu,
+                                         std::shared_ptr<grpc::ClientContext>& open, const bool& stopping) {
+  ctx.TryCancel();
+  grpc::Status st = stream.Finish();
+  std::lock_guard<std::mutex> lock(mu);
+  open.reset();
+  return {std::move(st), stopping};
+}
 
 KeyValue from_proto(const mvccpb::KeyValue& kv);
 RangeResult range_from_proto(const etcdserverpb::RangeResponse& resp);

@@ -172,17 +172,12 @@ bool LeaseKeeper::run_stream(size_t endpoint) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, interval, [&] { return stopping_ || lease_id_ != id; });
   }
-  ctx->TryCancel();
-  grpc::Status st = stream->Finish();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ctx_.reset();
-    if (stopping_) {
-      return true;
-    }
-    if (lease_id_ == 0) {
-      return false;  // lost or revoked: run() waits for regrant()
-    }
+  auto [st, stopping] = end_stream(*ctx, *stream, mu_, ctx_, stopping_);
+  if (stopping) {
+    return true;
+  }
+  if (lease_id() == 0) {
+    return false;  // lost or revoked: run() waits for regrant()
   }
   if (is_token_error(st.error_code(), st.error_message())) {
     eps.drop_token(token);  // the next stream authenticates again

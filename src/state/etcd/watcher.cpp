@@ -187,14 +187,9 @@ bool Watcher::run_stream(size_t endpoint) {
     why = "could not open stream";
   }
   connected_.store(false, std::memory_order_release);
-  ctx->TryCancel();
-  grpc::Status st = stream->Finish();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ctx_.reset();
-    if (stopping_) {
-      return true;
-    }
+  auto [st, stopping] = end_stream(*ctx, *stream, mu_, ctx_, stopping_);
+  if (stopping) {
+    return true;
   }
   if (done) {
     return true;
