@@ -13,6 +13,7 @@
 #include "agent/gpu_identity.h"
 #include "agent/kv_event_subscriber.h"
 #include "agent/node_agent.h"
+#include "core/atomic_file.h"
 #include "core/host_port.h"
 #include "core/log.h"
 #include "core/version.h"
@@ -119,13 +120,6 @@ CliResult<NodePlan> plan_node(const AgentSetup& setup) {
   return plan;
 }
 
-// PORT\n via F.tmp + rename, so a reader never sees a partial file.
-bool write_port_file(const std::string& path, uint16_t port) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << port << "\n";
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
 }  // namespace
 
 std::optional<Error<int>> agent_print_mode(const AgentSetup& setup) {
@@ -218,8 +212,10 @@ CliResult<Ok> AgentApp::start_grpc() {
   }
   grpc_ = std::move(*server);
   CGN_LOG_INFO(logger, "gRPC Agent service", log::kv("listen", listen), log::kv("port", grpc_->port()));
-  if (!setup_.grpc_port_file.empty() && !write_port_file(setup_.grpc_port_file, grpc_->port())) {
-    return failure("cannot write " + setup_.grpc_port_file);
+  if (!setup_.grpc_port_file.empty()) {
+    if (auto w = write_port_file(setup_.grpc_port_file, grpc_->port()); !w) {
+      return failure(w.error().message);
+    }
   }
   return Ok{};
 }

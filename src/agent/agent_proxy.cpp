@@ -13,6 +13,7 @@
 #include "core/http/proxy_headers.h"
 #include "core/log.h"
 #include "core/openai_error.h"
+#include "core/text.h"
 #include "core/tls/grpc_tls.h"
 
 namespace cgn::agent {
@@ -23,10 +24,6 @@ using http::HttpError;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-bool starts_with_ci(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
-}
 
 // Bounded label values (docs/design/principles.md, metric names): never the raw path.
 std::string_view endpoint_label(std::string_view path) {
@@ -378,7 +375,7 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
   const unsigned status = stream->status();
   http::Fields headers;
   http::copy_response_headers(stream->headers(), headers);
-  const bool sse = starts_with_ci(stream->headers()[http::Field::content_type], "text/event-stream");
+  const bool sse = text::istarts_with(stream->headers()[http::Field::content_type], "text/event-stream");
   const bool sized = stream->headers().find(http::Field::content_length) != stream->headers().end();
   if (sse) {
     co_await relay_sse(c, *stream, status, std::move(headers));

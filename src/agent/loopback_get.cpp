@@ -17,18 +17,6 @@
 
 namespace cgn::agent {
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
-
 std::string_view to_string(GetError e) {
   switch (e) {
     case GetError::kConnect:
@@ -107,14 +95,14 @@ Result<GetReply, GetError> parse_http_response(std::string_view raw, size_t max_
     }
     std::string_view name = text::trim(line.substr(0, colon), " \t\r");
     std::string_view value = text::trim(line.substr(colon + 1), " \t\r");
-    if (iequals(name, "content-length")) {
+    if (text::iequals(name, "content-length")) {
       size_t n = 0;
       auto [q, e2] = std::from_chars(value.data(), value.data() + value.size(), n);
       if (e2 != std::errc() || q != value.data() + value.size()) {
         return bad("bad Content-Length");
       }
       content_length = n;
-    } else if (iequals(name, "transfer-encoding") && value.find("chunked") != std::string_view::npos) {
+    } else if (text::iequals(name, "transfer-encoding") && value.find("chunked") != std::string_view::npos) {
       chunked = true;
     }
   }

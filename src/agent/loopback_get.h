@@ -27,9 +27,6 @@ struct GetReply {
 Result<GetReply, GetError> loopback_get(const std::string& host, uint16_t port, std::string_view path,
                                         std::chrono::milliseconds timeout, size_t max_body = 8 << 20);
 
-// ASCII case-insensitive equality (header names, media types).
-bool iequals(std::string_view a, std::string_view b);
-
 // Parses a complete HTTP/1.x response (status line, headers, body as framed). Exposed for tests.
 Result<GetReply, GetError> parse_http_response(std::string_view raw, size_t max_body);
 

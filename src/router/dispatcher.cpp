@@ -5,6 +5,7 @@
 
 #include "core/http/proxy_headers.h"
 #include "core/log.h"
+#include "core/text.h"
 #include "router/coro_warnings.h"
 #include "router/router_log.h"
 
@@ -15,22 +16,6 @@ using http::HttpError;
 using http::HttpResult;
 
 namespace {
-
-bool iequals_prefix(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    char c = s[i];
-    if (c >= 'A' && c <= 'Z') {
-      c = static_cast<char>(c - 'A' + 'a');
-    }
-    if (c != prefix[i]) {
-      return false;
-    }
-  }
-  return true;
-}
 
 struct Usage {
   double prompt = 0;
@@ -247,7 +232,7 @@ asio::awaitable<Dispatcher::Next> Dispatcher::attempt_relayed(RequestContext& ct
     note_failure(ctx, t, failure_of_answer(status, stream->headers()), more, out);
     co_return Next::kRetry;
   }
-  const bool sse = iequals_prefix(stream->headers()[http::Field::content_type], "text/event-stream");
+  const bool sse = text::istarts_with(stream->headers()[http::Field::content_type], "text/event-stream");
   http::Fields headers = response_headers(stream->headers(), t.node, ctx.request_id);
   if (!step.prefill_node.empty()) {
     headers.set("X-CGN-Prefill-Node", step.prefill_node);

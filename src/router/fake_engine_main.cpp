@@ -2,6 +2,7 @@
 // from outside (tests/node/). Not an engine simulator: see cgn-engine-sim for that.
 #include <iostream>
 
+#include "core/atomic_file.h"
 #include "core/signals.h"
 #include "router/coro_warnings.h"
 #include "router/fake_engine.h"
@@ -21,7 +22,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!setup->port_file.empty()) {
-    if (auto w = cgn::router::write_port_file(setup->port_file, engine.port()); !w) {
+    if (auto w = cgn::write_port_file(setup->port_file, engine.port()); !w) {
       std::cerr << "cgn-fake-engine: --port-file: " << w.error().message << "\n";
       return 2;
     }

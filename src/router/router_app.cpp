@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/atomic_file.h"
 #include "core/log.h"
 #include "router/router_log.h"
 #include "router/state_backend.h"
@@ -41,24 +42,6 @@ CliResult<RouterSetup> parse_router_command(int argc, const char* const* argv,
     return cli_exit(0, config::dump_config(setup->config));
   }
   return std::move(*setup);
-}
-
-Status<int> write_port_file(const std::string& path, uint16_t port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << port << "\n";
-    if (!out) {
-      const int err = errno;
-      return make_error(err, "cannot write " + tmp + ": " + std::strerror(err));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    return make_error(ec.value(), "cannot rename " + tmp + " to " + path + ": " + ec.message());
-  }
-  return Ok{};
 }
 
 RouterApp::RouterApp(RouterSetup setup, const Clock& clock) : setup_(std::move(setup)), clock_(clock) {}

@@ -30,10 +30,6 @@ namespace cgn::router {
 CliResult<RouterSetup> parse_router_command(int argc, const char* const* argv,
                                             const std::string& source_dashboard);
 
-// Writes "PORT\n" to `path` through path.tmp and a rename, so a reader never sees half a
-// number. The error names the file and why (errno as its code).
-Status<int> write_port_file(const std::string& path, uint16_t port);
-
 class RouterApp {
  public:
   // `clock` is what stop()'s deadline is read against.

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/atomic_file.h"
 #include "core/log.h"
 
 namespace cgn::sim {
@@ -34,18 +35,8 @@ CliResult<Ok> SimApp::write_port_file() const {
   if (setup_.port_file.empty()) {
     return Ok{};
   }
-  const std::string tmp = setup_.port_file + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << port_ << "\n";
-    if (!out) {
-      return cli_exit(2, "cgn-engine-sim: cannot write " + tmp + "\n");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, setup_.port_file, ec);
-  if (ec) {
-    return cli_exit(2, "cgn-engine-sim: cannot rename " + tmp + ": " + ec.message() + "\n");
+  if (auto w = cgn::write_port_file(setup_.port_file, port_); !w) {
+    return cli_exit(2, "cgn-engine-sim: " + w.error().message + "\n");
   }
   return Ok{};
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/cli_parse.h"
 
 namespace cgn::gossip {
@@ -22,13 +23,6 @@ std::string read_all(const std::string& path) {
     s.pop_back();
   }
   return s;
-}
-
-void write_atomic(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << content;
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
 }
 
 // The secret named by `env` (empty when the variable is unset).
@@ -132,12 +126,12 @@ CliResult<uint16_t> MemberApp::start() {
   }
   started_ = true;
   if (!options_.port_file.empty()) {
-    write_atomic(options_.port_file, std::to_string(*port) + "\n");
+    (void)write_port_file(options_.port_file, *port);  // a test or script waits for it; nothing to undo
   }
   if (!options_.status_file.empty()) {
     status_thread_ = std::thread([this] {
       while (!stop_status_.load()) {
-        write_atomic(options_.status_file, member_status_json(publisher_->node()));
+        (void)write_file_atomic(options_.status_file, member_status_json(publisher_->node()));
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
     });
