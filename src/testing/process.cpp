@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,12 +117,20 @@ Process::Process(std::vector<std::string> argv, std::map<std::string, std::strin
     log_path_ = tmpl;
     own_log_ = true;
   }
+  const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0) {
     throw std::runtime_error("fork failed");
   }
   if (pid_ == 0) {
     ::setpgid(0, 0);
+    // A test that crashes (no destructor runs) must not leave its processes serving: the kernel
+    // kills this child when the thread that forked it ends. If the test died before this line,
+    // the child is already orphaned and gives up at once.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) {
+      ::_exit(127);
+    }
     int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       ::dup2(fd, 1);

@@ -50,7 +50,10 @@ std::string source_path(const std::string& rel);
 std::string sample_path(const std::string& name);
 
 // A child process in its own process group; killed (SIGKILL to the group) on destruction
-// unless it already exited. stdout and stderr go to a log file readable by the test.
+// unless it already exited, and killed by the kernel (PR_SET_PDEATHSIG) when the test process
+// dies without destroying it, e.g. on a crash. The latter follows the thread that constructed the
+// Process: construct it on a thread that outlives it (the test's own). stdout and stderr go to a
+// log file readable by the test.
 class Process {
  public:
   Process(std::vector<std::string> argv, std::map<std::string, std::string> env = {},
