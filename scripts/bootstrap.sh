@@ -14,10 +14,12 @@ BUILD_PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   librust-blake3-dev
   libzmq3-dev libmsgpuck-dev
+  libhiredis-dev
 )
 # Tools the tests and benchmarks drive as real components.
 TEST_PKGS=(
   b3sum etcd-server etcd-client prometheus nginx-light procps iproute2 curl chromium universal-ctags
+  redis-server
 )
 # Only for `make fuzz` (libFuzzer builds) and `make tidy`.
 FUZZ_PKGS=(clang libclang-rt-14-dev clang-tidy clang-format)
@@ -71,7 +73,7 @@ echo "bootstrap: apt-get install"
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 
 # Packages that ship daemons: make sure none was left running or enabled.
-for svc in etcd prometheus prometheus-node-exporter nginx; do
+for svc in etcd prometheus prometheus-node-exporter nginx redis-server; do
   if command -v systemctl >/dev/null 2>&1 && systemctl list-unit-files "$svc.service" >/dev/null 2>&1; then
     $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true
   fi
