@@ -126,7 +126,10 @@ CliResult<uint16_t> MemberApp::start() {
   }
   started_ = true;
   if (!options_.port_file.empty()) {
-    (void)write_port_file(options_.port_file, *port);  // a test or script waits for it; nothing to undo
+    if (auto written = write_port_file(options_.port_file, *port); !written) {
+      stop();  // whoever waits for the file would wait forever: fail the start instead
+      return fail(2, "--port-file: " + written.error().message);
+    }
   }
   if (!options_.status_file.empty()) {
     status_thread_ = std::thread([this] {

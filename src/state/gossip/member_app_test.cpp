@@ -89,6 +89,25 @@ TEST(GossipMemberApp, no_key_and_not_insecure_is_status_two_and_nothing_runs) {
   app.stop();  // a no-op after a failed start
 }
 
+TEST(GossipMemberApp, a_port_file_that_cannot_be_written_fails_the_start_and_nothing_runs) {
+  testing::TempDir dir;
+  MemberOptions o;
+  o.name = "m";
+  o.insecure = true;
+  o.port_file = dir.file("no-such-dir/port");
+  MemberApp app(o);
+  auto r = app.start();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, 2);
+  EXPECT_NE(r.error().message.find("--port-file"), std::string::npos) << r.error().message;
+  app.stop();  // a no-op after a failed start
+  // The member let go of its socket: the same name starts again on a fresh port.
+  o.port_file = dir.file("port");
+  MemberApp again(o);
+  ASSERT_TRUE(again.start());
+  again.stop();
+}
+
 TEST(GossipMemberApp, a_member_sees_the_record_another_publishes) {
   testing::TempDir dir;
   testing::write_file(dir.file("record.json"), "{\"node_id\":\"pub\",\"free_blocks\":7}\n");
