@@ -53,13 +53,29 @@ TEST(AgentMain, print_command_shows_the_drivers_line_with_env) {
       << p.log();
 }
 
+TEST(AgentMain, print_command_composes_nixl_with_the_offload_tier_on_a_prefill_node) {
+  TempDir dir;
+  auto cfg = write_config(dir, "kind = \"vllm\"\nmodel = \"m\"\nport = 8100\n");
+  Process p({cgn::testing::bin_path("cgn-agent"), "--config", cfg, "--role", "prefill", "--kv-offload", "cgn",
+             "--print-command"});
+  EXPECT_EQ(p.wait(10s), 0);
+  EXPECT_NE(p.log().find("--kv-transfer-config '{\"kv_connector\":\"MultiConnector\",\"kv_role\":\"kv_both\","
+                         "\"kv_connector_extra_config\":{\"connectors\":[{\"kv_connector\":\"NixlConnector\","
+                         "\"kv_role\":\"kv_both\"},{\"kv_connector\":\"CognitoraConnector\""),
+            std::string::npos)
+      << p.log();
+  EXPECT_NE(p.log().find("\"kvcached_target\":\"127.0.0.1:9400\""), std::string::npos) << p.log();
+}
+
 TEST(AgentMain, rejected_combination_exits_2_naming_it) {
   TempDir dir;
   auto cfg = write_config(dir, "kind = \"llamacpp\"\nmodel = \"/m.gguf\"\nport = 8100\n");
   Process p(
       {cgn::testing::bin_path("cgn-agent"), "--config", cfg, "--kv-offload", "lmcache", "--print-command"});
   EXPECT_EQ(p.wait(10s), 2);
-  EXPECT_NE(p.log().find("llamacpp: kv_offload = \"lmcache\" is not supported"), std::string::npos)
+  EXPECT_NE(p.log().find("llamacpp: kv_offload = \"lmcache\" with role \"both\" is not supported: llama.cpp "
+                         "has no KV connector interface"),
+            std::string::npos)
       << p.log();
 }
 

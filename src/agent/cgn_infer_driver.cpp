@@ -8,7 +8,11 @@ namespace {
 
 class CgnInferDriver final : public SpawningDriver {
  public:
-  CgnInferDriver() : SpawningDriver({.metrics_kind = std::nullopt, .plain = true}) {}
+  CgnInferDriver()
+      : SpawningDriver(
+            {.metrics_kind = std::nullopt,
+             .no_pd_reason = "not yet: the provisional cgn-infer line has no prefill/decode flags",
+             .no_offload_reason = "not yet: the provisional cgn-infer line has no KV offload flags"}) {}
   std::string_view name() const override { return "cgn-infer"; }
 
  protected:

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <nlohmann/json.hpp>
 #include <utility>
 
 namespace cgn::agent {
@@ -163,15 +164,71 @@ void add_kv_events(const LaunchOptions& options, bool with_enable_key, std::vect
   }
 }
 
-Status<DriverError> require_plain(const LaunchOptions& options, std::string_view driver) {
+Error<DriverError> unsupported_offload(std::string_view driver, const LaunchOptions& options,
+                                       std::string_view why) {
+  return make_error(DriverError::kUnsupported,
+                    fmt::format("{}: kv_offload = \"{}\" with role \"{}\" is not supported: {}", driver,
+                                to_string(options.kv_offload), routing::to_string(options.role), why));
+}
+
+Status<DriverError> require_role_both(const LaunchOptions& options, std::string_view driver,
+                                      std::string_view why) {
   if (options.role != routing::NodeRole::kBoth) {
-    return unsupported(
-        driver, fmt::format("role \"{}\" (no disaggregation support)", routing::to_string(options.role)));
-  }
-  if (options.kv_offload != KvOffload::kNone) {
-    return unsupported(driver, fmt::format("kv_offload = \"{}\"", to_string(options.kv_offload)));
+    return unsupported_offload(driver, options, why);
   }
   return Ok{};
+}
+
+Status<DriverError> reject_offload(const LaunchOptions& options, std::string_view driver,
+                                   std::string_view why) {
+  if (options.kv_offload != KvOffload::kNone) {
+    return unsupported_offload(driver, options, why);
+  }
+  return Ok{};
+}
+
+namespace {
+// Every connector runs with kv_role kv_both, as vLLM's own lines do (the NixlConnector P/D
+// scripts and the MultiConnector example in docs/features/disagg_prefill.md) and Dynamo's
+// (create_kv_transfer_config): with NIXL the side a request plays is chosen per request by its
+// kv_transfer_params, and an offload tier must both store and load (LMCache's kv_consumer skips
+// every save, kv_producer every load: LMCache/LMCache lmcache/integration/vllm/vllm_v1_adapter.py
+// at e23f2bbc1ad8, build_connector_meta and get_num_new_matched_tokens).
+nlohmann::ordered_json connector_json(const VllmConnector& c) {
+  nlohmann::ordered_json j;
+  j["kv_connector"] = c.name;
+  j["kv_role"] = "kv_both";
+  if (!c.module_path.empty()) {
+    j["kv_connector_module_path"] = c.module_path;
+  }
+  if (!c.extra.empty()) {
+    nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : c.extra) {
+      extra[key] = value;
+    }
+    j["kv_connector_extra_config"] = std::move(extra);
+  }
+  return j;
+}
+
+// Compact; a value that is not UTF-8 (a path from a flag) becomes U+FFFD instead of throwing.
+std::string dump(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+}  // namespace
+
+std::string vllm_kv_transfer_json(const VllmConnector& connector) {
+  return dump(connector_json(connector));
+}
+
+std::string vllm_kv_transfer_json(const VllmConnector& outer, const std::vector<VllmConnector>& children) {
+  auto j = connector_json(outer);
+  auto list = nlohmann::ordered_json::array();
+  for (const auto& child : children) {
+    list.push_back(connector_json(child));
+  }
+  j["kv_connector_extra_config"]["connectors"] = std::move(list);
+  return dump(j);
 }
 
 Status<DriverError> require_single_tp(const config::EngineConfig& engine, std::string_view driver) {
@@ -187,8 +244,11 @@ Status<DriverError> require_single_tp(const config::EngineConfig& engine, std::s
 Result<LaunchCommand, DriverError> SpawningDriver::launch_command(const config::EngineConfig& engine,
                                                                   const LaunchOptions& options) const {
   auto st = detail::check_common(engine, name());
-  if (st && traits_.plain) {
-    st = detail::require_plain(options, name());
+  if (st && !traits_.no_pd_reason.empty()) {
+    st = detail::require_role_both(options, name(), traits_.no_pd_reason);
+  }
+  if (st && !traits_.no_offload_reason.empty()) {
+    st = detail::reject_offload(options, name(), traits_.no_offload_reason);
   }
   if (st && traits_.single_tp) {
     st = detail::require_single_tp(engine, name());

@@ -66,6 +66,12 @@ struct LaunchOptions {
   bool kv_events = false;
   uint16_t kv_events_port = 5557;
   std::string kv_events_topic = "kv-events";
+  // The node's cgn-kvcached, for kv_offload = "cgn": its gRPC address (HOST:PORT) and its local
+  // fast-path Unix socket. The agent fills them from [kvcached] listen and socket; the vLLM driver
+  // hands both to CognitoraConnector in kv_connector_extra_config (kvcached_target,
+  // kvcached_socket).
+  std::string kvcached_target = "127.0.0.1:9400";
+  std::string kvcached_socket = "/run/cognitora/kvcached.sock";
 };
 
 // The process to run. argv[0] is looked up on PATH. env holds only the variables the driver
@@ -131,14 +137,20 @@ class EngineDriver {
 };
 
 // A driver that spawns its engine. launch_command() runs the checks every such driver shares
-// (detail::check_common, and require_plain / require_single_tp where the driver asks for them),
+// (detail::check_common, detail::require_role_both / reject_offload / require_single_tp where
+// the driver's traits ask for them),
 // lets engine_line() write the engine's own program and flags, then appends [engine] extra_args
 // and pins the GPUs. Each driver file keeps its engine's wire facts: the line, health, metrics.
 class SpawningDriver : public EngineDriver {
  public:
   struct Traits {
     std::optional<routing::EngineKind> metrics_kind;  // the scrape mapping; nullopt: no scrape
-    bool plain = false;      // no disaggregation or offload support (detail::require_plain)
+    // Non-empty: why the engine has no prefill/decode split; roles other than both are rejected
+    // with it (detail::require_role_both).
+    std::string_view no_pd_reason;
+    // Non-empty: why the engine has no KV offload; every kv_offload but none is rejected with it
+    // (detail::reject_offload).
+    std::string_view no_offload_reason;
     bool single_tp = false;  // no tensor-parallel flag (detail::require_single_tp)
   };
   explicit SpawningDriver(Traits traits) : traits_(traits) {}
@@ -199,8 +211,30 @@ std::string served_name_or_model(const config::EngineConfig& engine);
 // wildcard, so a loopback endpoint makes the engine connect and nothing of it listens). vLLM needs
 // "enable_kv_cache_events":true; SGLang's config has no such key (the flag itself enables).
 std::string kv_events_config_json(const LaunchOptions& options, bool with_enable_key);
-// For engines with no disaggregation or offload support: role must be both, kv_offload none.
-Status<DriverError> require_plain(const LaunchOptions& options, std::string_view driver);
+// The matrix's error for one cell: `DRIVER: kv_offload = "O" with role "R" is not supported: WHY`
+// (kUnsupported), naming the engine, the offload, the role and the reason.
+Error<DriverError> unsupported_offload(std::string_view driver, const LaunchOptions& options,
+                                       std::string_view why);
+// For engines with no prefill/decode split: role must be both (else unsupported_offload with why).
+Status<DriverError> require_role_both(const LaunchOptions& options, std::string_view driver,
+                                      std::string_view why);
+// For engines with no KV offload: kv_offload must be none (else unsupported_offload with why).
+Status<DriverError> reject_offload(const LaunchOptions& options, std::string_view driver,
+                                   std::string_view why);
+// One vLLM KV connector as KVTransferConfig fields (vllm/config/kv_transfer.py): kv_connector,
+// kv_connector_module_path (an out-of-tree connector: vLLM imports the module and takes the class
+// named kv_connector from it, kv_connector/factory.py) and kv_connector_extra_config.
+struct VllmConnector {
+  std::string name;
+  std::string module_path;                                 // empty: a connector vLLM registers
+  std::vector<std::pair<std::string, std::string>> extra;  // string-valued extra config, in order
+};
+// --kv-transfer-config for one connector: {"kv_connector":N,"kv_role":"kv_both"
+// [,"kv_connector_module_path":M][,"kv_connector_extra_config":{...}]}, compact JSON.
+std::string vllm_kv_transfer_json(const VllmConnector& connector);
+// --kv-transfer-config for a composite connector (vLLM's MultiConnector, Dynamo's PdConnector)
+// whose kv_connector_extra_config "connectors" lists each child's own config, in order.
+std::string vllm_kv_transfer_json(const VllmConnector& outer, const std::vector<VllmConnector>& children);
 // Appends `--host H --port N` (every spawned engine's bind address, right after its model).
 void add_host_port(const config::EngineConfig& engine, std::vector<std::string>& argv);
 // With options.kv_events: appends --kv-events-config and kv_events_config_json().

@@ -8,7 +8,10 @@ namespace {
 class LlamacppDriver final : public SpawningDriver {
  public:
   LlamacppDriver()
-      : SpawningDriver({.metrics_kind = routing::EngineKind::kLlamaCpp, .plain = true, .single_tp = true}) {}
+      : SpawningDriver({.metrics_kind = routing::EngineKind::kLlamaCpp,
+                        .no_pd_reason = "llama.cpp has no prefill/decode split",
+                        .no_offload_reason = "llama.cpp has no KV connector interface",
+                        .single_tp = true}) {}
   std::string_view name() const override { return "llamacpp"; }
 
   HealthSpec health(const LaunchOptions& /*options*/) const override {

@@ -8,7 +8,11 @@ namespace {
 
 class MlxDriver final : public SpawningDriver {
  public:
-  MlxDriver() : SpawningDriver({.metrics_kind = std::nullopt, .plain = true, .single_tp = true}) {}
+  MlxDriver()
+      : SpawningDriver({.metrics_kind = std::nullopt,
+                        .no_pd_reason = "mlx_lm.server has no prefill/decode split",
+                        .no_offload_reason = "mlx_lm.server has no KV connector interface",
+                        .single_tp = true}) {}
   std::string_view name() const override { return "mlx"; }
 
   std::optional<std::string> metrics_path(const LaunchOptions& /*options*/) const override {
