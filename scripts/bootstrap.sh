@@ -19,7 +19,7 @@ BUILD_PKGS=(
 # Tools the tests and benchmarks drive as real components.
 TEST_PKGS=(
   b3sum etcd-server etcd-client prometheus nginx-light procps iproute2 curl chromium universal-ctags
-  redis-server
+  redis-server python3-grpcio python3-protobuf
 )
 # Only for `make fuzz` (libFuzzer builds) and `make tidy`.
 FUZZ_PKGS=(clang libclang-rt-14-dev clang-tidy clang-format)
