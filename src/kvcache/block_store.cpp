@@ -315,31 +315,31 @@ class BlockStore::Impl {
       sp.key = slots_[sp.slot].key;
       sp.bytes = arena_->span(slots_[sp.slot].first_page, slots_[sp.slot].length);
     }
-    lk.unlock();
+    // Each block is accounted (and freed) as soon as its write returns, so RAM comes back and
+    // the counters move during a long round. After one failure the round ends: the disk is
+    // full or failing.
     bool failed = false;
-    for (Spill& sp : round_) {
-      if (failed || stop_requested_.load(std::memory_order_relaxed)) {
-        sp.skipped = true;  // after one failure the round ends: the disk is full or failing
-        continue;
-      }
-      Status<StoreError> st = ssd_->write(sp.key, sp.bytes);
-      if (!st) {
-        sp.error = st.error();
-        failed = true;
-      }
-    }
-    lk.lock();
-    const Nanos after = clock_.now();
     for (const Spill& sp : round_) {
-      --spills_in_flight_;
-      if (sp.skipped) {
-        slots_[sp.slot].spilling = false;
-        continue;
+      std::optional<Error<StoreError>> error;
+      const bool skip = failed || stop_requested_.load(std::memory_order_relaxed);
+      lk.unlock();
+      if (!skip) {
+        Status<StoreError> st = ssd_->write(sp.key, sp.bytes);
+        if (!st) {
+          error = st.error();
+          failed = true;
+        }
       }
-      finish_spill(sp.slot, sp.error ? &*sp.error : nullptr, /*drop_on_error=*/false, after);
+      lk.lock();
+      --spills_in_flight_;
+      if (skip) {
+        slots_[sp.slot].spilling = false;
+      } else {
+        finish_spill(sp.slot, error ? &*error : nullptr, /*drop_on_error=*/false, clock_.now());
+      }
+      spill_done_.notify_all();
     }
     round_failed_ = failed;
-    spill_done_.notify_all();
   }
 
   void maintenance_loop() {
@@ -413,10 +413,8 @@ class BlockStore::Impl {
   struct Spill {
     uint32_t slot = 0;
     bool done = false;  // already on SSD: nothing to write
-    bool skipped = false;
     BlockKey key{};
     std::span<const uint8_t> bytes;
-    std::optional<Error<StoreError>> error;
     Spill(uint32_t s, bool d) : slot(s), done(d) {}
   };
 
