@@ -846,6 +846,10 @@ Result<ReadHandle, StoreError> BlockStore::get(const BlockKey& key, bool pin_in_
   ++m.ram_blocks_;
   m.ram_block_bytes_ += m.slot_bytes(sl);
   ++m.promotions_;
+  if (m.over_watermark()) {
+    m.spill_kick_ = true;
+    m.maint_cv_.notify_one();
+  }
   return pin(slot, Tier::kSsd);
 }
 

@@ -180,6 +180,31 @@ TEST_F(BlockStoreSsd, PromotedBlockLeavesRamWithoutASecondWrite) {
   EXPECT_EQ(s->stats().spilled_blocks, spilled + 1) << "only the other evicted block was written";
 }
 
+TEST_F(BlockStoreSsd, BackgroundSpillFreesAPromotedBlockWithoutRewritingIt) {
+  StoreConfig cfg = config(8);
+  cfg.high_watermark = 0.7;   // above 5.6 pages
+  cfg.spill_fraction = 0.25;  // two pages: one block per round
+  auto s = open(cfg);
+  ASSERT_TRUE(s);
+  for (uint64_t i = 0; i < 3; ++i) {
+    put_ok(*s, i, 2 * kPage);
+  }
+  ASSERT_TRUE(testing::wait_until([&] { return s->stats().ram.bytes == 4u * kPage; }, 20s));
+  ASSERT_EQ(s->stats().spilled_blocks, 1u);
+  ASSERT_EQ(tier_of(*s, 0), Tier::kSsd);
+  auto h1 = s->get(key(1));  // pinned: the next round can only take block 0
+  auto h2 = s->get(key(2));
+  ASSERT_TRUE(h1 && h2);
+  ASSERT_TRUE(s->get(key(0), /*pin_in_ram=*/true));  // promoted (six pages), released at once
+  ASSERT_TRUE(testing::wait_until([&] { return s->stats().ram.bytes == 4u * kPage; }, 20s));
+  EXPECT_EQ(tier_of(*s, 0), Tier::kSsd);
+  EXPECT_EQ(s->stats().spilled_blocks, 1u) << "block 0 was on SSD already";
+  EXPECT_EQ(s->stats().promotions, 1u);
+  auto again = s->get(key(0));
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(matches(0, again->data()));
+}
+
 TEST_F(BlockStoreSsd, FullSsdCountsSpillErrorsAndRamKeepsServing) {
   StoreConfig cfg = config(8);
   cfg.ssd.max_bytes = kPage;  // smaller than one record: every spill fails
