@@ -29,6 +29,7 @@ namespace cgn::kvcache {
 namespace {
 
 constexpr uint64_t kScratchBytes = 1ull << 20;  // scan buffer and read bounce buffer
+constexpr uint64_t kCopyChunk = 4ull << 20;     // the write buffer's most, for unaligned values
 
 class SystemWallClock final : public Clock {
  public:
@@ -278,6 +279,8 @@ class SsdTier::Impl {
   Status<StoreError> roll();
   void run_scan();
   void scan_segment(const std::shared_ptr<Segment>& seg, std::span<uint8_t> scratch);
+  // Writes one whole record at `off` of the active segment: 0 or errno. write_mu_ held.
+  int write_record(const Segment& seg, uint64_t off, const RecordHeader& h, std::span<const uint8_t> value);
   // Counts a failed write and keeps its message as last_error.
   Error<StoreError> fail_write(const std::string& what, int err);
   void raise_seq(uint64_t seq) {
@@ -564,6 +567,54 @@ Error<StoreError> SsdTier::Impl::fail_write(const std::string& what, int err) {
   return make_error(is_disk_full(err) ? StoreError::kDiskFull : StoreError::kIo, what);
 }
 
+int SsdTier::Impl::write_record(const Segment& seg, uint64_t off, const RecordHeader& h,
+                                std::span<const uint8_t> value) {
+  // With O_DIRECT every span written must be page-aligned. A page-aligned value (an arena block)
+  // goes out in place in one pwritev: header page, the value's whole pages, its last partial page
+  // copied and zero-padded. Any other value is copied through the aligned write buffer,
+  // kCopyChunk at a time (bounded memory for values of any size).
+  const uint64_t bytes = record_bytes(value.size());
+  const uint64_t full = value.size() / kSegmentPage * kSegmentPage;
+  const uint64_t tail = value.size() - full;
+  int err = 0;
+  if (!direct_ || reinterpret_cast<uintptr_t>(value.data()) % kSegmentPage == 0) {
+    wbuf_.resize(2 * kSegmentPage);
+    encode_header(h, wbuf_.span().first(kSegmentPage));
+    std::vector<iovec> iov;
+    iov.push_back({wbuf_.data(), kSegmentPage});
+    if (full > 0) {
+      iov.push_back({const_cast<uint8_t*>(value.data()), full});
+    }
+    if (tail > 0) {
+      uint8_t* t = wbuf_.data() + kSegmentPage;
+      std::memcpy(t, value.data() + full, tail);
+      std::memset(t + tail, 0, kSegmentPage - tail);
+      iov.push_back({t, kSegmentPage});
+    }
+    err = pwritev_full(seg.fd, off, std::move(iov));
+  } else {
+    wbuf_.resize(std::min(bytes, kCopyChunk));
+    for (uint64_t pos = 0; pos < bytes && err == 0;) {  // pos: offset within the record
+      const uint64_t n = std::min(bytes - pos, kCopyChunk);
+      uint8_t* b = wbuf_.data();
+      uint64_t k = 0;
+      if (pos == 0) {
+        encode_header(h, wbuf_.span().first(kSegmentPage));
+        k = kSegmentPage;
+      }
+      const uint64_t vpos = pos + k - kSegmentPage;  // offset within the value
+      const uint64_t vn = vpos < value.size() ? std::min(n - k, value.size() - vpos) : 0;
+      if (vn > 0) {
+        std::memcpy(b + k, value.data() + vpos, vn);
+      }
+      std::memset(b + k + vn, 0, n - k - vn);
+      err = pwritev_full(seg.fd, off + pos, {iovec{b, n}});
+      pos += n;
+    }
+  }
+  return err;
+}
+
 Status<StoreError> SsdTier::Impl::write(const BlockKey& key, std::span<const uint8_t> value) {
   if (value.size() > kMaxValueBytes) {
     return make_error(StoreError::kTooLarge, "ssd tier: a value of " + std::to_string(value.size()) +
@@ -594,37 +645,10 @@ Status<StoreError> SsdTier::Impl::write(const BlockKey& key, std::span<const uin
   h.write_time_ns = wall_.now();
   h.value_crc = crc32c(value);
 
-  // The record goes out in one pwritev: header page, value, zero padding. With O_DIRECT every
-  // span must be page-aligned: a page-aligned value (an arena block) is written in place with its
-  // last partial page copied; any other value is copied whole into the aligned write buffer.
-  const uint64_t full = value.size() / kSegmentPage * kSegmentPage;
-  const uint64_t tail = value.size() - full;
-  const bool in_place = !direct_ || reinterpret_cast<uintptr_t>(value.data()) % kSegmentPage == 0;
-  std::vector<iovec> iov;
-  if (in_place) {
-    wbuf_.resize(2 * kSegmentPage);
-    encode_header(h, wbuf_.span().first(kSegmentPage));
-    iov.push_back({wbuf_.data(), kSegmentPage});
-    if (full > 0) {
-      iov.push_back({const_cast<uint8_t*>(value.data()), full});
-    }
-    if (tail > 0) {
-      uint8_t* t = wbuf_.data() + kSegmentPage;
-      std::memcpy(t, value.data() + full, tail);
-      std::memset(t + tail, 0, kSegmentPage - tail);
-      iov.push_back({t, kSegmentPage});
-    }
-  } else {
-    wbuf_.resize(bytes);
-    encode_header(h, wbuf_.span().first(kSegmentPage));
-    uint8_t* v = wbuf_.data() + kSegmentPage;
-    std::memcpy(v, value.data(), value.size());
-    std::memset(v + value.size(), 0, bytes - kSegmentPage - value.size());
-    iov.push_back({wbuf_.data(), bytes});
-  }
   const std::shared_ptr<Segment> seg = active_;
   const uint64_t off = seg->size;
-  if (const int err = pwritev_full(seg->fd, off, std::move(iov)); err != 0) {
+  const int err = write_record(*seg, off, h, value);
+  if (err != 0) {
     // Cut the partial record away so the segment stays scannable; if that fails too, the scan
     // at the next start treats it as a torn tail.
     if (::ftruncate(seg->fd, static_cast<off_t>(off)) != 0) {
