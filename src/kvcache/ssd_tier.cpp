@@ -41,8 +41,8 @@ class SystemWallClock final : public Clock {
 };
 
 const SystemWallClock& system_wall_clock() {
-  static const SystemWallClock clock;
-  return clock;
+  static const SystemWallClock kClock;
+  return kClock;
 }
 
 std::string errno_text(int e) {
@@ -146,11 +146,11 @@ int probe_direct_io(const std::string& dir) {
   }
   AlignedBuffer page(kSegmentPage);
   std::memset(page.data(), 0, kSegmentPage);
-  int err = 0;
-  if (::pwrite(fd, page.data(), kSegmentPage, 0) != static_cast<ssize_t>(kSegmentPage)) {
-    err = errno != 0 ? errno : EIO;
-  } else if (::pread(fd, page.data(), kSegmentPage, 0) != static_cast<ssize_t>(kSegmentPage)) {
-    err = errno != 0 ? errno : EIO;
+  // 0, or errno (EIO for a short transfer) of one page-sized transfer.
+  auto check = [](ssize_t r) { return r < 0 ? errno : r != static_cast<ssize_t>(kSegmentPage) ? EIO : 0; };
+  int err = check(::pwrite(fd, page.data(), kSegmentPage, 0));
+  if (err == 0) {
+    err = check(::pread(fd, page.data(), kSegmentPage, 0));
   }
   ::close(fd);
   ::unlink(path.c_str());

@@ -135,6 +135,7 @@ void BM_PlainRead(benchmark::State& state) {
     }
   }
   std::vector<int> fds;
+  fds.reserve(files.size());
   for (const auto& f : files) {
     fds.push_back(::open(f.c_str(), O_RDONLY | (direct ? O_DIRECT : 0)));
   }
