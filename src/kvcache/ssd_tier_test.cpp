@@ -18,6 +18,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -265,6 +266,7 @@ TEST_F(SsdTierTest, ReopenBringsBackEveryRecordAndWritesToANewSegment) {
   const auto files = segment_files(c.dir);
   ASSERT_GE(files.size(), 5u);
   std::vector<uint64_t> sizes;
+  sizes.reserve(files.size());
   for (const auto& f : files) {
     sizes.push_back(fs::file_size(f));
   }
@@ -587,11 +589,12 @@ TEST_F(SsdTierTest, ConcurrentReadersNeverSeeABadValue) {
   auto t = open(c);
   ASSERT_TRUE(t);
   constexpr int kKeys = 64;
-  auto size_of = [](int k) { return static_cast<size_t>(1000 + k * 997); };
+  auto size_of = [](int k) { return 1000 + static_cast<size_t>(k) * 997; };
   std::atomic<bool> done{false};
   std::atomic<int> bad{0};
   std::atomic<int> hits{0};
   std::vector<std::thread> readers;
+  readers.reserve(3);
   for (int r = 0; r < 3; ++r) {
     readers.emplace_back([&, r] {
       std::vector<uint8_t> out(1 << 20);
@@ -625,6 +628,10 @@ TEST_F(SsdTierTest, ConcurrentReadersNeverSeeABadValue) {
   EXPECT_EQ(t->stats().checksum_failures, 0u);
 }
 
+std::string errno_text() {
+  return std::error_code(errno, std::generic_category()).message();
+}
+
 // Runs `body` in a child process inside a private mount namespace with a 4 MiB tmpfs mounted on
 // `dir`. Returns "" when the body passed, "skip: <why>" when the namespace or the mount was
 // refused, else the body's failure.
@@ -632,7 +639,7 @@ std::string in_small_filesystem(const std::string& dir,
                                 const std::function<std::string(const std::string&)>& body) {
   int fds[2];
   if (::pipe(fds) != 0) {
-    return std::string("pipe: ") + std::strerror(errno);
+    return std::string("pipe: ") + errno_text();
   }
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -642,13 +649,13 @@ std::string in_small_filesystem(const std::string& dir,
       ::_exit(n == static_cast<ssize_t>(msg.size()) ? 0 : 1);
     };
     if (::unshare(CLONE_NEWNS) != 0) {
-      report(std::string("skip: unshare(CLONE_NEWNS): ") + std::strerror(errno));
+      report(std::string("skip: unshare(CLONE_NEWNS): ") + errno_text());
     }
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-      report(std::string("skip: making / private: ") + std::strerror(errno));
+      report(std::string("skip: making / private: ") + errno_text());
     }
     if (::mount("cgn-test", dir.c_str(), "tmpfs", 0, "size=4m") != 0) {
-      report(std::string("skip: mounting a 4 MiB tmpfs: ") + std::strerror(errno));
+      report(std::string("skip: mounting a 4 MiB tmpfs: ") + errno_text());
     }
     report(body(dir));
   }
@@ -679,7 +686,7 @@ TEST_F(SsdTierTest, FullFilesystemGivesDiskFullAndKeepsServing) {
       return "open: " + opened.error().message;
     }
     auto& t = *opened.value();
-    const size_t kValue = 64 << 10;
+    constexpr size_t kValue = 64 << 10;
     int written = 0;
     Error<StoreError> err;
     for (; written < 200; ++written) {
