@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -165,9 +166,10 @@ struct Segment {
   uint64_t scan_size = 0;  // bytes at open, for scan progress
   uint64_t live_records = 0;
   uint64_t live_bytes = 0;
-  std::vector<BlockKey> keys;  // keys indexed here; some may have moved on since
-  bool scanned = false;        // every record of the file is known (always true for new ones)
-  bool dead = false;           // evicted or deleted; the file is gone
+  std::vector<BlockKey> keys;                          // keys indexed here; some may have moved on since
+  Nanos min_born = std::numeric_limits<Nanos>::max();  // no record here is older than this
+  bool scanned = false;  // every record of the file is known (always true for new ones)
+  bool dead = false;     // evicted or deleted; the file is gone
 
   ~Segment() {
     if (fd >= 0) {
@@ -267,6 +269,7 @@ class SsdTier::Impl {
     e.seg->live_records += 1;
     e.seg->live_bytes += bytes;
     e.seg->keys.push_back(key);
+    e.seg->min_born = std::min(e.seg->min_born, e.born);
     live_bytes_ += bytes;
     index_.emplace(key, std::move(e));
   }
@@ -742,15 +745,30 @@ Result<uint64_t, StoreError> SsdTier::Impl::read(const BlockKey& key, std::span<
 void SsdTier::Impl::maintain() {
   std::lock_guard w(write_mu_);
   if (cfg_.ttl > 0) {
+    // Only segments holding a record past the TTL are visited (records age in write order).
     const Nanos now = clock_.now();
     std::unique_lock l(mu_);
-    for (auto it = index_.begin(); it != index_.end();) {
-      auto next = std::next(it);
-      if (now - it->second.born > cfg_.ttl) {
-        drop_locked(it);
-        ++ttl_expiries_;
+    for (const auto& [id, seg] : segments_) {
+      if (seg->min_born == std::numeric_limits<Nanos>::max() || now - seg->min_born <= cfg_.ttl) {
+        continue;
       }
-      it = next;
+      Nanos min_born = std::numeric_limits<Nanos>::max();
+      std::vector<BlockKey> live;
+      for (const BlockKey& k : seg->keys) {
+        auto it = index_.find(k);
+        if (it == index_.end() || it->second.seg != seg) {
+          continue;
+        }
+        if (now - it->second.born > cfg_.ttl) {
+          drop_locked(it);
+          ++ttl_expiries_;
+        } else {
+          min_born = std::min(min_born, it->second.born);
+          live.push_back(k);
+        }
+      }
+      seg->min_born = min_born;
+      seg->keys = std::move(live);
     }
   }
   if (cfg_.max_bytes > 0) {
