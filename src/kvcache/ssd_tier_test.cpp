@@ -157,7 +157,7 @@ TEST_P(SsdTierRoundTrip, EverySizeReadsBackIntoAlignedAndUnalignedBuffers) {
     // From an unaligned vector and from a page-aligned buffer (written in place under O_DIRECT).
     ASSERT_TRUE(t->write(key_of(static_cast<int>(i)), v)) << sizes[i];
     Aligned src(sizes[i]);
-    std::memcpy(src.p, v.data(), v.size());
+    std::copy(v.begin(), v.end(), src.p);
     ASSERT_TRUE(t->write(key_of(100 + static_cast<int>(i)), src.span())) << sizes[i];
   }
   for (size_t i = 0; i < sizes.size(); ++i) {
