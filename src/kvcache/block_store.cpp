@@ -23,6 +23,7 @@ namespace {
 
 constexpr uint32_t kNil = UINT32_MAX;
 constexpr auto kMaintainPeriod = std::chrono::seconds(1);
+constexpr uintptr_t kReadAlign = 4096;  // O_DIRECT alignment of SSD reads into a handle's buffer
 
 enum class SlotState : uint8_t { kFree, kWriting, kComplete };
 
@@ -805,11 +806,14 @@ Result<ReadHandle, StoreError> BlockStore::get(const BlockKey& key, bool pin_in_
       slot != kNil ? m.arena_->span(m.slots_[slot].first_page, *length) : std::span<uint8_t>();
   lk.unlock();
 
-  std::vector<uint8_t> owned;
+  // Without pin_in_ram: a buffer of the handle's own, its start page-aligned so that an O_DIRECT
+  // tier reads straight into it. Not zeroed: the read fills every byte handed out.
+  std::unique_ptr<uint8_t[]> owned;
   std::span<uint8_t> out = arena_span;
   if (slot == kNil) {
-    owned.resize(*length);
-    out = owned;
+    owned = std::make_unique_for_overwrite<uint8_t[]>(*length + kReadAlign - 1);
+    const auto addr = reinterpret_cast<uintptr_t>(owned.get());
+    out = std::span<uint8_t>(owned.get() + (kReadAlign - addr % kReadAlign) % kReadAlign, *length);
   }
   const Result<uint64_t, StoreError> n = m.ssd_->read(key, out);
   m.guard_read(key, -1);
@@ -832,7 +836,7 @@ Result<ReadHandle, StoreError> BlockStore::get(const BlockKey& key, bool pin_in_
     ReadHandle h;
     h.tier_ = Tier::kSsd;
     h.owned_ = std::move(owned);
-    h.data_ = h.owned_;
+    h.data_ = out;
     return h;
   }
   Slot& sl = m.slots_[slot];

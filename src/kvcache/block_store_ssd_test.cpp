@@ -119,7 +119,9 @@ TEST_F(BlockStoreSsd, BlockEvictedForAPutGoesToSsdNotAway) {
     ASSERT_TRUE(h) << "block " << i << ": " << h.error().message;
     EXPECT_EQ(h->tier(), Tier::kSsd);
     EXPECT_FALSE(h->arena_offset());
-    EXPECT_TRUE(matches(i, h->data()));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(h->data().data()) % kPage, 0u) << "an O_DIRECT read lands in place";
+    const ReadHandle moved = std::move(*h);
+    EXPECT_TRUE(matches(i, moved.data()));
   }
   EXPECT_EQ(s->stats().ssd.hits, 16u);
 }
