@@ -123,7 +123,11 @@ TEST_F(BlockStoreSsd, BlockEvictedForAPutGoesToSsdNotAway) {
     const ReadHandle moved = std::move(*h);
     EXPECT_TRUE(matches(i, moved.data()));
   }
-  EXPECT_EQ(s->stats().ssd.hits, 16u);
+  EXPECT_EQ(s->get(key(999)).error().code, StoreError::kNotFound);
+  const StoreStats after = s->stats();
+  EXPECT_EQ(after.ssd.hits, 16u);
+  EXPECT_EQ(after.ram.misses, 17u);
+  EXPECT_EQ(after.ssd.misses, 1u);
 }
 
 TEST_F(BlockStoreSsd, PutOfABlockOnSsdOnlyRefreshesAndWritesNothing) {
