@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -215,7 +216,9 @@ void FastPathServer::accept_loop() {
       ::close(fd);
       return;
     }
-    if (conns_.size() >= limits_.max_connections) {
+    const auto live =
+        std::count_if(conns_.begin(), conns_.end(), [](const auto& c) { return !c->done.load(); });
+    if (static_cast<size_t>(live) >= limits_.max_connections) {
       send_frame(fd, error_response(Op::kHello, FrameStatus::kBusy,
                                     fmt::format("too many fast path connections (max_connections = {})",
                                                 limits_.max_connections)));

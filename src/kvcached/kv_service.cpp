@@ -242,6 +242,7 @@ Result<std::unique_ptr<KvGrpcServer>, ServiceError> KvGrpcServer::start(
   int port = 0;
   b.AddListeningPort(listen, *creds, &port);
   b.RegisterService(s->service_.get());
+  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a port in use is an error, not shared
   b.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
   b.SetMaxSendMessageSize(static_cast<int>(kMaxMessageBytes));
   s->server_ = b.BuildAndStart();
