@@ -286,6 +286,38 @@ TEST_F(KvcachedDaemon, MalformedGrpcRequestsGetClearErrorsAndNothingIsStored) {
             1.0);
 }
 
+TEST_F(KvcachedDaemon, ACancelledPutLeavesNothingBehind) {
+  const Digest d = digest_of(3, 2);
+  {
+    auto stub =
+        pb::KvCache::NewStub(grpc::CreateChannel(daemon_->target(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    pb::PutBlockResponse resp;
+    auto w = stub->PutBlock(&ctx, &resp);
+    ASSERT_TRUE(w->Write(header(d, 4 << 20, std::string(1 << 20, 'a'))));
+    ctx.TryCancel();
+    EXPECT_EQ(w->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // The reservation is gone: the block is absent, and a new put of it is not "in progress".
+  EXPECT_TRUE(testing::wait_until(
+      [&] {
+        auto g = client_->get(test_ns(), d);
+        return !g.ok() && g.error().code == ClientError::kNotFound;
+      },
+      10s));
+  const auto bytes = block_bytes(3, 2, 4 << 20);
+  bool stored = false;
+  EXPECT_TRUE(testing::wait_until(
+      [&] {
+        auto put = client_->put(test_ns(), d, bytes);
+        stored = put.ok();
+        return stored || put.error().code != ClientError::kBusy;  // the server may still be unwinding
+      },
+      10s));
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(*client_->get(test_ns(), d), bytes);
+}
+
 // Sends raw bytes as one packet on a fresh fast-path connection; the answer packet.
 std::vector<uint8_t> raw_exchange(int fd, const std::vector<uint8_t>& bytes) {
   EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
