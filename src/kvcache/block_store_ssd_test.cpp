@@ -17,7 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr uint32_t kPage = 4096;
+constexpr uint64_t kPage = 4096;
 
 BlockKey key(uint64_t i) {
   return blake3_hash("ssd-block-" + std::to_string(i));
@@ -104,7 +104,7 @@ TEST_F(BlockStoreSsd, BlockEvictedForAPutGoesToSsdNotAway) {
   const StoreStats st = s->stats();
   EXPECT_EQ(st.ram.evictions, 0u);
   EXPECT_EQ(st.spilled_blocks, 16u);
-  EXPECT_EQ(st.spilled_bytes, 16u * 2 * kPage);
+  EXPECT_EQ(st.spilled_bytes, kPage * 2 * 16);
   EXPECT_EQ(st.ram.blocks, 4u);
   std::vector<BlockKey> keys;
   for (uint64_t i = 0; i < 20; ++i) {
@@ -211,6 +211,33 @@ TEST_F(BlockStoreSsd, BackgroundSpillFreesAPromotedBlockWithoutRewritingIt) {
   EXPECT_TRUE(matches(0, again->data()));
 }
 
+TEST_F(BlockStoreSsd, PromotedBlockWhoseSsdCopyWasEvictedIsWrittenAgainWhenItLeavesRam) {
+  StoreConfig cfg = config(4);  // two blocks of two pages
+  cfg.ssd.segment_bytes = 4 * kPage;
+  cfg.ssd.max_bytes = 24 * kPage;  // a few records
+  auto s = open(cfg);
+  ASSERT_TRUE(s);
+  for (uint64_t i = 0; i < 3; ++i) {
+    put_ok(*s, i, 2 * kPage);
+  }
+  ASSERT_EQ(tier_of(*s, 0), Tier::kSsd);
+  {
+    auto pinned = s->get(key(0), /*pin_in_ram=*/true);  // promoted and held in RAM
+    ASSERT_TRUE(pinned);
+    for (uint64_t i = 100; i < 140; ++i) {  // pushes block 0's old record off the SSD
+      put_ok(*s, i, 2 * kPage);
+    }
+    ASSERT_GT(s->stats().ssd.evictions, 10u);
+    ASSERT_EQ(tier_of(*s, 0), Tier::kRam);
+  }
+  put_ok(*s, 200, 2 * kPage);
+  put_ok(*s, 201, 2 * kPage);  // block 0 leaves RAM now
+  ASSERT_EQ(tier_of(*s, 0), Tier::kSsd) << "block 0 was dropped instead of written again";
+  auto h = s->get(key(0));
+  ASSERT_TRUE(h);
+  EXPECT_TRUE(matches(0, h->data()));
+}
+
 TEST_F(BlockStoreSsd, FullSsdCountsSpillErrorsAndRamKeepsServing) {
   StoreConfig cfg = config(8);
   cfg.ssd.max_bytes = kPage;  // smaller than one record: every spill fails
@@ -290,6 +317,7 @@ TEST_F(BlockStoreSsd, ConcurrentReadersWritersAndSpillsSeeOnlyWholeMatchingBlock
   std::atomic<uint64_t> gets{0}, ssd_gets{0}, bad{0}, errors{0};
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(100 + t);
