@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -37,7 +38,7 @@ Error<FastPathError> listen_error(const std::string& path, const std::string& wh
 }
 
 std::string errno_text() {
-  return std::strerror(errno);
+  return std::generic_category().message(errno);
 }
 
 bool fill_addr(const std::string& path, sockaddr_un& addr) {

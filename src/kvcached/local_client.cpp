@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 
 #include "kvcached/fast_path.h"
 
@@ -67,7 +68,7 @@ Result<Response, ClientError> exchange(int fd, const Request& req, int* passed_f
   std::string send_error;
   if (n != static_cast<ssize_t>(out.size())) {
     // The daemon may have answered and closed first (a refused connection): read what it said.
-    send_error = fmt::format("{}: send: {}", to_string(req.op), std::strerror(errno));
+    send_error = fmt::format("{}: send: {}", to_string(req.op), std::generic_category().message(errno));
     recv_flags |= MSG_DONTWAIT;
   }
   uint8_t buf[kMaxFrameBytes];
@@ -155,7 +156,8 @@ Result<std::unique_ptr<LocalClient>, ClientError> LocalClient::connect(const std
   std::unique_ptr<LocalClient> c(new LocalClient());
   c->fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (c->fd_ < 0 || ::connect(c->fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    return make_error(ClientError::kConnect, fmt::format("{}: {}", socket_path, std::strerror(errno)));
+    return make_error(ClientError::kConnect,
+                      fmt::format("{}: {}", socket_path, std::generic_category().message(errno)));
   }
   Request hello;
   hello.op = Op::kHello;
@@ -175,8 +177,8 @@ Result<std::unique_ptr<LocalClient>, ClientError> LocalClient::connect(const std
   void* p = ::mmap(nullptr, resp->arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, arena_fd, 0);
   ::close(arena_fd);
   if (p == MAP_FAILED) {
-    return make_error(ClientError::kConnect,
-                      fmt::format("{}: mmap of the arena: {}", socket_path, std::strerror(errno)));
+    return make_error(ClientError::kConnect, fmt::format("{}: mmap of the arena: {}", socket_path,
+                                                         std::generic_category().message(errno)));
   }
   c->arena_rw_ = static_cast<uint8_t*>(p);
   c->arena_ = c->arena_rw_;
