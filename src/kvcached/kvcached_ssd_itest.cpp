@@ -117,6 +117,7 @@ TEST(KvcachedSsd, KillNineDuringAWriteBurstLosesNoSpilledBlockAndServesNoTornOne
   std::vector<Digest> acked;
   std::atomic<bool> stop{false};
   std::vector<std::thread> writers;
+  writers.reserve(2);
   for (int w = 0; w < 2; ++w) {
     writers.emplace_back([&, w] {
       for (uint64_t i = 0; i < 2000 && !stop.load(); ++i) {
@@ -289,7 +290,7 @@ TEST(KvcachedSsd, ALeaseHoldsAcrossAnEvictionStorm) {
 // Whether this machine lets a private mount namespace mount a tmpfs.
 bool can_mount_tmpfs(const std::string& dir) {
   const std::string cmd = "unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs " + dir + "' >/dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0;
+  return std::system(cmd.c_str()) == 0;  // NOLINT(concurrency-mt-unsafe,cert-env33-c): a fixed command line
 }
 
 TEST(KvcachedSsd, AFullDiskStopsSpillingWithAClearErrorWhileRamKeepsServing) {
