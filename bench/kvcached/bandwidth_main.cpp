@@ -1,0 +1,195 @@
+// cgn-kvcached-bench: block put/get bandwidth of memcpy, cgn-kvcached (fast path, gRPC), Redis
+// (TCP, Unix socket) and the SSD tier against a sequential read (bandwidth.h). Prints one JSON
+// object per measurement on stdout: {"block_bytes", "path", "op", "threads", "bytes", "seconds",
+// "gib_s"} (SSD rows add "blocks"). A path whose address is not given is left out.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bench/kvcached/bandwidth.h"
+#include "bench/kvcached/targets.h"
+
+namespace {
+
+using cgn::kvbench::BenchError;
+using cgn::kvbench::ConnFactory;
+using cgn::kvbench::Rate;
+
+struct Options {
+  std::vector<uint64_t> sizes{64ull << 10, 1ull << 20, 4ull << 20, 16ull << 20};
+  std::vector<uint32_t> threads{1, 4};
+  uint64_t working_set_mib = 64;  // per thread and measurement
+  uint32_t get_rounds = 4;
+  std::string grpc, socket, redis_tcp, redis_unix;
+  std::string ssd_grpc, ssd_socket, ssd_dir;
+  uint64_t ssd_block_bytes = 1ull << 20;
+  uint64_t ssd_mib = 256;
+};
+
+void emit(uint64_t block_bytes, const std::string& path, const std::string& op, uint32_t threads,
+          const Rate& r, int64_t blocks = -1) {
+  nlohmann::json j = {{"block_bytes", block_bytes}, {"path", path},     {"op", op},
+                      {"threads", threads},         {"bytes", r.bytes}, {"seconds", r.seconds},
+                      {"gib_s", r.gib_s()}};
+  if (blocks >= 0) {
+    j["blocks"] = blocks;
+  }
+  std::cout << j.dump() << std::endl;
+}
+
+std::pair<std::string, int> host_port(const std::string& hp) {
+  const auto colon = hp.rfind(':');
+  if (colon == std::string::npos) {
+    return {hp, 6379};
+  }
+  return {hp.substr(0, colon), std::stoi(hp.substr(colon + 1))};
+}
+
+// The SSD-tier blocks among ids (one BatchLookup, one single-block request per id).
+cgn::Result<std::vector<uint64_t>, BenchError> on_ssd(cgn::kvcached::KvClient& c,
+                                                      const std::vector<uint64_t>& ids) {
+  std::vector<std::vector<cgn::Digest>> reqs;
+  for (uint64_t id : ids) {
+    reqs.push_back({cgn::kvbench::block_digest(id)});
+  }
+  auto r = c.batch_lookup(cgn::kvbench::bench_namespace(), reqs, 0);
+  if (!r) {
+    return cgn::make_error(BenchError::kTarget, "BatchLookup: " + r.error().message);
+  }
+  std::vector<uint64_t> out;
+  for (size_t i = 0; i < ids.size() && i < r->runs.size(); ++i) {
+    if (r->runs[i].size() == 1 && r->runs[i][0] == cgn::kvcache::Tier::kSsd) {
+      out.push_back(ids[i]);
+    }
+  }
+  return out;
+}
+
+int run_ssd(const Options& o, uint64_t first_id) {
+  auto control = cgn::kvcached::KvClient::connect(o.ssd_grpc, cgn::config::TlsConfig{});
+  if (!control) {
+    std::cerr << "cgn-kvcached-bench: " << o.ssd_grpc << ": " << control.error().message << "\n";
+    return 1;
+  }
+  // Fill: more bytes than the RAM tier holds, so the least recently used spill to the SSD tier.
+  const uint64_t n = std::max<uint64_t>(1, (o.ssd_mib << 20) / o.ssd_block_bytes);
+  ConnFactory writer =
+      o.ssd_socket.empty() ? cgn::kvbench::grpc_conns(o.ssd_grpc) : cgn::kvbench::local_conns(o.ssd_socket);
+  cgn::kvbench::BandwidthSpec fill{o.ssd_block_bytes, 1, n, 0, first_id};
+  if (auto r = cgn::kvbench::measure_bandwidth(writer, fill); !r) {
+    std::cerr << "cgn-kvcached-bench: filling the SSD daemon: " << r.error().message << "\n";
+    return 1;
+  }
+  std::vector<uint64_t> ids;
+  for (uint64_t i = 0; i < n; ++i) {
+    ids.push_back(first_id + i);
+  }
+  std::vector<std::pair<std::string, ConnFactory>> paths{{"ssd-grpc", cgn::kvbench::grpc_conns(o.ssd_grpc)}};
+  if (!o.ssd_socket.empty()) {
+    paths.emplace_back("ssd-local", cgn::kvbench::local_conns(o.ssd_socket));
+  }
+  for (uint32_t t : o.threads) {
+    for (const auto& [name, conns] : paths) {
+      auto ssd = on_ssd(**control, ids);  // again each time: a read may promote a block to RAM
+      if (!ssd) {
+        std::cerr << "cgn-kvcached-bench: " << ssd.error().message << "\n";
+        return 1;
+      }
+      if (ssd->empty()) {
+        std::cerr << "cgn-kvcached-bench: no block of " << n
+                  << " is on the SSD tier (is the RAM tier small?)\n";
+        return 1;
+      }
+      cgn::kvbench::drop_file_cache(o.ssd_dir);
+      auto r = cgn::kvbench::measure_reads(conns, *ssd, o.ssd_block_bytes, t);
+      if (!r) {
+        std::cerr << "cgn-kvcached-bench: " << name << ": " << r.error().message << "\n";
+        return 1;
+      }
+      emit(o.ssd_block_bytes, name, "get", t, *r, static_cast<int64_t>(ssd->size()));
+    }
+  }
+  auto seq = cgn::kvbench::sequential_read(o.ssd_dir, o.ssd_block_bytes);
+  if (!seq) {
+    std::cerr << "cgn-kvcached-bench: sequential read: " << seq.error().message << "\n";
+    return 1;
+  }
+  emit(o.ssd_block_bytes, "ssd-seqread", "get", 1, *seq);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cgn-kvcached-bench: KV block bandwidth of memcpy, cgn-kvcached, Redis and the SSD tier"};
+  Options o;
+  app.add_option("--sizes", o.sizes, "block sizes in bytes")->delimiter(',');
+  app.add_option("--threads", o.threads, "concurrencies (threads, one connection each)")->delimiter(',');
+  app.add_option("--working-set-mib", o.working_set_mib, "MiB each thread puts and reads per measurement");
+  app.add_option("--get-rounds", o.get_rounds, "times each block is read back")->check(CLI::PositiveNumber);
+  app.add_option("--grpc", o.grpc, "cgn-kvcached gRPC address (host:port)");
+  app.add_option("--socket", o.socket, "cgn-kvcached fast-path Unix socket");
+  app.add_option("--redis-tcp", o.redis_tcp, "redis-server host:port");
+  app.add_option("--redis-unix", o.redis_unix, "redis-server Unix socket");
+  app.add_option("--ssd-grpc", o.ssd_grpc,
+                 "gRPC address of a cgn-kvcached with a small RAM tier and an SSD tier");
+  app.add_option("--ssd-socket", o.ssd_socket, "that daemon's fast-path socket");
+  app.add_option("--ssd-dir", o.ssd_dir, "that daemon's SSD directory (for the sequential-read baseline)");
+  app.add_option("--ssd-block-bytes", o.ssd_block_bytes, "block size of the SSD rows");
+  app.add_option("--ssd-mib", o.ssd_mib, "MiB written to the SSD daemon (more than its RAM tier)");
+  CLI11_PARSE(app, argc, argv);
+  if (!o.ssd_grpc.empty() && o.ssd_dir.empty()) {
+    std::cerr << "cgn-kvcached-bench: --ssd-grpc needs --ssd-dir\n";
+    return 2;
+  }
+
+  uint64_t next_id = 1;
+  for (uint64_t size : o.sizes) {
+    if (size < 8) {
+      std::cerr << "cgn-kvcached-bench: block size " << size << " below 8 bytes\n";
+      return 2;
+    }
+    const uint64_t blocks = std::max<uint64_t>(1, (o.working_set_mib << 20) / size);
+    for (uint32_t t : o.threads) {
+      std::vector<std::pair<std::string, ConnFactory>> paths{
+          {"memcpy", cgn::kvbench::memcpy_conns(size, blocks)}};
+      if (!o.socket.empty()) {
+        paths.emplace_back("local", cgn::kvbench::local_conns(o.socket));
+      }
+      if (!o.grpc.empty()) {
+        paths.emplace_back("grpc", cgn::kvbench::grpc_conns(o.grpc));
+      }
+      if (!o.redis_tcp.empty()) {
+        const auto [h, p] = host_port(o.redis_tcp);
+        paths.emplace_back("redis-tcp", cgn::kvbench::redis_conns(h, p, ""));
+      }
+      if (!o.redis_unix.empty()) {
+        paths.emplace_back("redis-unix", cgn::kvbench::redis_conns("", 0, o.redis_unix));
+      }
+      for (const auto& [name, conns] : paths) {
+        if (name.starts_with("redis")) {  // empty it: each measurement holds only its own blocks
+          const auto [h, p] =
+              o.redis_tcp.empty() ? std::pair<std::string, int>{"", 0} : host_port(o.redis_tcp);
+          if (auto st = cgn::kvbench::redis_flushall(h, p, o.redis_unix); !st) {
+            std::cerr << "cgn-kvcached-bench: " << st.error().message << "\n";
+            return 1;
+          }
+        }
+        cgn::kvbench::BandwidthSpec spec{size, t, blocks, o.get_rounds, next_id};
+        next_id += static_cast<uint64_t>(t) * blocks;
+        auto r = cgn::kvbench::measure_bandwidth(conns, spec);
+        if (!r) {
+          std::cerr << "cgn-kvcached-bench: " << name << ", " << size << " B, " << t
+                    << " threads: " << r.error().message << "\n";
+          return 1;
+        }
+        emit(size, name, "put", t, r->put);
+        emit(size, name, "get", t, r->get);
+      }
+    }
+  }
+  if (!o.ssd_grpc.empty()) {
+    return run_ssd(o, next_id);
+  }
+  return 0;
+}
