@@ -38,7 +38,8 @@ fs_facts() {
   python3 - "$1" <<'PY'
 import os, subprocess, sys
 d = sys.argv[1]
-fs = subprocess.run(["stat", "-f", "-c", "%T", d], capture_output=True, text=True).stdout.strip() or "unknown"
+fs = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "--target", d], capture_output=True, text=True).stdout.strip()
+fs = fs or subprocess.run(["stat", "-f", "-c", "%T", d], capture_output=True, text=True).stdout.strip() or "unknown"
 probe = os.path.join(d, ".odirect-probe")
 try:
     fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_DIRECT, 0o600)
