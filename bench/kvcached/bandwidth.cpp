@@ -4,6 +4,7 @@
 #include <hiredis/hiredis.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -58,24 +59,29 @@ Result<std::vector<std::unique_ptr<BlockConn>>, BenchError> open_all(const ConnF
   return conns;
 }
 
-// Runs body(t) on `threads` threads released together; the wall time from the release to the
-// last thread's end.
+// Runs body(t) on `threads` threads released together: the wall time from the first thread's
+// start to the last thread's end (each thread reads the clock itself, so a releasing thread
+// that is scheduled late cannot shorten the measurement).
 double timed_parallel(uint32_t threads, const std::function<void(uint32_t)>& body) {
-  std::barrier start(static_cast<std::ptrdiff_t>(threads) + 1);
+  std::barrier start(static_cast<std::ptrdiff_t>(threads));
+  std::vector<Clock::time_point> begin(threads);
+  std::vector<Clock::time_point> end(threads);
   std::vector<std::thread> pool;
   pool.reserve(threads);
   for (uint32_t t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       start.arrive_and_wait();
+      begin[t] = Clock::now();
       body(t);
+      end[t] = Clock::now();
     });
   }
-  start.arrive_and_wait();
-  const auto t0 = Clock::now();
   for (auto& th : pool) {
     th.join();
   }
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+  return std::chrono::duration<double>(*std::max_element(end.begin(), end.end()) -
+                                       *std::min_element(begin.begin(), begin.end()))
+      .count();
 }
 
 class MemcpyConn final : public BlockConn {

@@ -51,6 +51,8 @@ TEST(KvcachedBench, every_path_reports_every_row) {
                        "1",
                        "--get-rounds",
                        "2",
+                       "--repeats",
+                       "2",
                        "--grpc",
                        ram->grpc,
                        "--socket",
@@ -78,6 +80,9 @@ TEST(KvcachedBench, every_path_reports_every_row) {
     EXPECT_GT(j["seconds"].get<double>(), 0.0) << j;
     EXPECT_GT(j["gib_s"].get<double>(), 0.0) << j;
     EXPECT_LT(j["gib_s"].get<double>(), 10000.0) << j;
+    if (!j["path"].get<std::string>().starts_with("ssd")) {
+      EXPECT_EQ(j["rounds"].size(), 2u) << j;
+    }
     if (j.contains("blocks") && j["path"] != "ssd-seqread") {
       EXPECT_GT(j["blocks"].get<uint64_t>(), 0u) << j;
     }

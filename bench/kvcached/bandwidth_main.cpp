@@ -1,9 +1,12 @@
 // cgn-kvcached-bench: block put/get bandwidth of memcpy, cgn-kvcached (fast path, gRPC), Redis
 // (TCP, Unix socket) and the SSD tier against a sequential read (bandwidth.h). Prints one JSON
 // object per measurement on stdout: {"block_bytes", "path", "op", "threads", "bytes", "seconds",
-// "gib_s"} (SSD rows add "blocks"). A path whose address is not given is left out.
+// "gib_s"}: the median of --repeats rounds, whose GiB/s are in "rounds" (SSD rows: one pass,
+// with "blocks"). A path whose address is not given is left out.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "bench/kvcached/bandwidth.h"
@@ -20,6 +23,7 @@ struct Options {
   std::vector<uint32_t> threads{1, 4};
   uint64_t working_set_mib = 64;  // per thread and measurement
   uint32_t get_rounds = 4;
+  uint32_t repeats = 3;  // rounds over every path per block size and concurrency; the median is reported
   std::string grpc, socket, redis_tcp, redis_unix;
   std::string ssd_grpc, ssd_socket, ssd_dir;
   uint64_t ssd_block_bytes = 1ull << 20;
@@ -34,6 +38,21 @@ void emit(uint64_t block_bytes, const std::string& path, const std::string& op, 
   if (blocks >= 0) {
     j["blocks"] = blocks;
   }
+  std::cout << j.dump() << std::endl;
+}
+
+// The median of `rounds` by GiB/s (the lower middle of an even count), with every round's GiB/s.
+void emit_median(uint64_t block_bytes, const std::string& path, const std::string& op, uint32_t threads,
+                 std::vector<Rate> rounds) {
+  std::sort(rounds.begin(), rounds.end(), [](const Rate& a, const Rate& b) { return a.gib_s() < b.gib_s(); });
+  nlohmann::json all = nlohmann::json::array();
+  for (const Rate& r : rounds) {
+    all.push_back(r.gib_s());
+  }
+  const Rate& m = rounds[(rounds.size() - 1) / 2];
+  nlohmann::json j = {{"block_bytes", block_bytes}, {"path", path},     {"op", op},
+                      {"threads", threads},         {"bytes", m.bytes}, {"seconds", m.seconds},
+                      {"gib_s", m.gib_s()},         {"rounds", all}};
   std::cout << j.dump() << std::endl;
 }
 
@@ -127,6 +146,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "concurrencies (threads, one connection each)")->delimiter(',');
   app.add_option("--working-set-mib", o.working_set_mib, "MiB each thread puts and reads per measurement");
   app.add_option("--get-rounds", o.get_rounds, "times each block is read back")->check(CLI::PositiveNumber);
+  app.add_option("--repeats", o.repeats, "rounds over every path per size and concurrency (median reported)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--grpc", o.grpc, "cgn-kvcached gRPC address (host:port)");
   app.add_option("--socket", o.socket, "cgn-kvcached fast-path Unix socket");
   app.add_option("--redis-tcp", o.redis_tcp, "redis-server host:port");
@@ -166,25 +187,39 @@ int main(int argc, char** argv) {
       if (!o.redis_unix.empty()) {
         paths.emplace_back("redis-unix", cgn::kvbench::redis_conns("", 0, o.redis_unix));
       }
-      for (const auto& [name, conns] : paths) {
-        if (name.starts_with("redis")) {  // empty it: each measurement holds only its own blocks
-          const auto [h, p] =
-              o.redis_tcp.empty() ? std::pair<std::string, int>{"", 0} : host_port(o.redis_tcp);
-          if (auto st = cgn::kvbench::redis_flushall(h, p, o.redis_unix); !st) {
-            std::cerr << "cgn-kvcached-bench: " << st.error().message << "\n";
+      // `repeats` rounds over every path, in alternating order; each path's median round is
+      // reported with all rounds' GiB/s.
+      std::map<std::pair<std::string, std::string>, std::vector<Rate>> rounds;
+      for (uint32_t rep = 0; rep < o.repeats; ++rep) {
+        auto order = paths;
+        if (rep % 2 == 1) {
+          std::reverse(order.begin(), order.end());
+        }
+        for (const auto& [name, conns] : order) {
+          if (name.starts_with("redis")) {  // empty it: each measurement holds only its own blocks
+            const auto [h, p] =
+                o.redis_tcp.empty() ? std::pair<std::string, int>{"", 0} : host_port(o.redis_tcp);
+            if (auto st = cgn::kvbench::redis_flushall(h, p, o.redis_unix); !st) {
+              std::cerr << "cgn-kvcached-bench: " << st.error().message << "\n";
+              return 1;
+            }
+          }
+          cgn::kvbench::BandwidthSpec spec{size, t, blocks, o.get_rounds, next_id};
+          next_id += static_cast<uint64_t>(t) * blocks;
+          auto r = cgn::kvbench::measure_bandwidth(conns, spec);
+          if (!r) {
+            std::cerr << "cgn-kvcached-bench: " << name << ", " << size << " B, " << t
+                      << " threads: " << r.error().message << "\n";
             return 1;
           }
+          rounds[{name, "put"}].push_back(r->put);
+          rounds[{name, "get"}].push_back(r->get);
         }
-        cgn::kvbench::BandwidthSpec spec{size, t, blocks, o.get_rounds, next_id};
-        next_id += static_cast<uint64_t>(t) * blocks;
-        auto r = cgn::kvbench::measure_bandwidth(conns, spec);
-        if (!r) {
-          std::cerr << "cgn-kvcached-bench: " << name << ", " << size << " B, " << t
-                    << " threads: " << r.error().message << "\n";
-          return 1;
+      }
+      for (const auto& [name, conns] : paths) {
+        for (const char* op : {"put", "get"}) {
+          emit_median(size, name, op, t, rounds[{name, op}]);
         }
-        emit(size, name, "put", t, r->put);
-        emit(size, name, "get", t, r->get);
       }
     }
   }

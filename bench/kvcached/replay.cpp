@@ -24,12 +24,11 @@ uint64_t delta(uint64_t after, uint64_t before) {
 }  // namespace
 
 Digest block_digest(uint64_t hash_id) {
-  char material[32] = "cgn-kvcached-replay block ";
-  constexpr size_t kLabel = 26;
+  std::string material = "cgn-kvcached-replay block ";
   for (size_t i = 0; i < 8; ++i) {
-    material[kLabel + i] = static_cast<char>((hash_id >> (8 * i)) & 0xff);
+    material.push_back(static_cast<char>((hash_id >> (8 * i)) & 0xff));
   }
-  return blake3_hash(std::string_view(material, kLabel + 8));
+  return blake3_hash(material);
 }
 
 void fill_block(uint64_t hash_id, std::span<uint8_t> out) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kvcached/fast_path.h"
+
 namespace cgn::kvbench {
 namespace {
 

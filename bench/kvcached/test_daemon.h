@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -30,7 +32,8 @@ inline std::optional<Daemon> start_daemon(const cgn::testing::TempDir& dir, cons
   d.socket = dir.file(name + ".sock");
   std::ostringstream cfg;
   cfg << "[kvcached]\nlisten = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\nsocket = \"" << d.socket
-      << "\"\nram_bytes = " << ram_bytes << "\n";
+      << "\"\nram_bytes = " << ram_bytes
+      << "\nmax_block_bytes = " << std::min<uint64_t>(ram_bytes, 64ull << 20) << "\n";
   if (!ssd_dir.empty()) {
     cfg << "ssd_dir = \"" << ssd_dir << "\"\n";
   }
@@ -39,9 +42,14 @@ inline std::optional<Daemon> start_daemon(const cgn::testing::TempDir& dir, cons
       std::vector<std::string>{cgn::testing::bin_path("cgn-kvcached"), "--config", dir.file(name + ".toml"),
                                "--port-file", dir.file(name + ".port")},
       std::map<std::string, std::string>{}, dir.file(name + ".log"));
-  const int port = cgn::testing::wait_for_port_file(dir.file(name + ".port"), std::chrono::seconds(30));
+  // Until it serves, or exits (a configuration it refuses).
+  const std::string port_file = dir.file(name + ".port");
+  cgn::testing::wait_until([&] { return std::filesystem::exists(port_file) || !d.proc->running(); },
+                           std::chrono::seconds(30));
+  const int port =
+      d.proc->running() ? cgn::testing::wait_for_port_file(port_file, std::chrono::seconds(5)) : -1;
   if (port <= 0) {
-    ADD_FAILURE() << "cgn-kvcached " << name << " never wrote its port file:\n" << d.proc->log();
+    ADD_FAILURE() << "cgn-kvcached " << name << " is not serving:\n" << d.proc->log();
     return std::nullopt;
   }
   d.grpc = "127.0.0.1:" + std::to_string(port);

@@ -19,6 +19,7 @@ start_kvcached() {
     echo "metrics_listen = \"127.0.0.1:0\""
     echo "socket = \"$WORK/$name.sock\""
     echo "ram_bytes = $ram"
+    echo "max_block_bytes = $((ram < 64 << 20 ? ram : 64 << 20))"
     if [[ -n $ssd ]]; then echo "ssd_dir = \"$ssd\""; fi
   } >"$WORK/$name.toml"
   "$BIN/cgn-kvcached" --config "$WORK/$name.toml" --port-file "$WORK/$name.port" >"$WORK/$name.log" 2>&1 &
