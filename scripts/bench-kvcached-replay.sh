@@ -101,14 +101,14 @@ for r in runs:
       f"{diff:+.3f} pt | {ok} | {d['hit_rate_ram_pct']:.2f} % | {d['hit_rate_ssd_pct']:.2f} % | {d['wall_s']:.1f} |")
 w("\nHit rates per tier are in percent of all blocks (they add up to the overall rate).\n")
 w("## Traffic (Stats before and after each run)\n")
-w("| tier setup | path | blocks | new puts | refreshes | spilled blocks | spilled MiB | spill errors | RAM evictions | SSD evictions | RAM blocks at end | SSD blocks at end | checksum failures | verified reads |")
-w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+w("| tier setup | path | blocks | new puts | refreshes | spilled blocks | spilled MiB | spill errors | promotions | RAM evictions | SSD evictions | RAM blocks at end | SSD blocks at end | checksum failures | verified reads |")
+w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in runs:
     d = r["result"]
     w(f"| {r['label']} | {r['kind']} | {d['blocks']:,} | {d['puts']:,} | {d['refreshes']:,} | {d['spilled_blocks']:,} | "
-      f"{d['spilled_bytes']/2**20:.1f} | {d['spill_errors']} | {d['ram_evictions']:,} | {d['ssd_evictions']:,} | "
+      f"{d['spilled_bytes']/2**20:.1f} | {d['spill_errors']} | {d.get('promotions', 0):,} | {d['ram_evictions']:,} | {d['ssd_evictions']:,} | "
       f"{d['ram_blocks_end']:,} | {d['ssd_blocks_end']:,} | {d['checksum_failures']} | {d['verified_reads']:,} |")
-w("")
+w("\nPromotions: SSD blocks copied back into RAM by a read (the check of each run's last hit block reads it).\n")
 open(out_path, "w").write("\n".join(out) + "\n")
 print("\n".join(out))
 PY

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -219,6 +220,17 @@ class LocalConn final : public BlockConn {
   kvcache::KeyDeriver keys_;
 };
 
+// A pooled connection, used but not owned.
+class BorrowedConn final : public BlockConn {
+ public:
+  explicit BorrowedConn(BlockConn& c) : c_(c) {}
+  Status<BenchError> put(uint64_t id, std::span<const uint8_t> value) override { return c_.put(id, value); }
+  Result<uint64_t, BenchError> get(uint64_t id, std::span<uint8_t> out) override { return c_.get(id, out); }
+
+ private:
+  BlockConn& c_;
+};
+
 void stamp(std::span<uint8_t> block, uint64_t id) {
   std::memcpy(block.data(), &id, sizeof id);
 }
@@ -315,6 +327,19 @@ Result<Rate, BenchError> measure_reads(const ConnFactory& open, std::span<const 
   return rate;
 }
 
+ConnFactory ConnPool::factory() {
+  return [this](uint32_t t) -> Result<std::unique_ptr<BlockConn>, BenchError> {
+    while (conns_.size() <= t) {
+      auto c = open_(static_cast<uint32_t>(conns_.size()));
+      if (!c) {
+        return c.error();
+      }
+      conns_.push_back(std::move(*c));
+    }
+    return std::unique_ptr<BlockConn>(std::make_unique<BorrowedConn>(*conns_[t]));
+  };
+}
+
 ConnFactory memcpy_conns(uint64_t block_bytes, uint64_t blocks) {
   return [=](uint32_t) -> Result<std::unique_ptr<BlockConn>, BenchError> {
     return std::unique_ptr<BlockConn>(std::make_unique<MemcpyConn>(block_bytes, blocks));
@@ -387,7 +412,7 @@ uint64_t drop_file_cache(const std::string& dir) {
   return files;
 }
 
-Result<Rate, BenchError> sequential_read(const std::string& dir, uint64_t buffer_bytes) {
+Result<Rate, BenchError> sequential_read(const std::string& dir, uint64_t buffer_bytes, bool direct) {
   std::vector<std::filesystem::path> files;
   std::error_code ec;
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
@@ -398,17 +423,24 @@ Result<Rate, BenchError> sequential_read(const std::string& dir, uint64_t buffer
   if (ec) {
     return make_error(BenchError::kInput, dir + ": " + ec.message());
   }
+  if (direct && buffer_bytes % 4096 != 0) {
+    return make_error(BenchError::kInput, "O_DIRECT reads need a multiple of 4096 bytes");
+  }
   drop_file_cache(dir);
-  std::vector<uint8_t> buf(buffer_bytes);
+  void* mem = nullptr;
+  if (::posix_memalign(&mem, 4096, buffer_bytes) != 0) {
+    return make_error(BenchError::kInput, "out of memory");
+  }
+  std::unique_ptr<uint8_t, decltype(&std::free)> buf(static_cast<uint8_t*>(mem), &std::free);
   Rate rate;
   const auto t0 = Clock::now();
   for (const auto& p : files) {
-    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
     if (fd < 0) {
       return make_error(BenchError::kInput, p.string() + ": " + std::strerror(errno));
     }
     for (;;) {
-      const ssize_t n = ::read(fd, buf.data(), buf.size());
+      const ssize_t n = ::read(fd, buf.get(), buffer_bytes);
       if (n < 0 && errno == EINTR) {
         continue;
       }

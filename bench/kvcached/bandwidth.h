@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 #include "replay.h"
@@ -59,6 +60,20 @@ Result<BandwidthResult, BenchError> measure_bandwidth(const ConnFactory& open, c
 Result<Rate, BenchError> measure_reads(const ConnFactory& open, std::span<const uint64_t> ids,
                                        uint64_t block_bytes, uint32_t threads);
 
+// Connections kept open across measurements, as a long-running engine keeps its own: factory()
+// hands out thread t's connection (opened by `open` on first use) without giving it up. A fresh
+// fast-path connection maps the arena anew, and a fresh gRPC channel connects on its first call;
+// neither belongs in a bandwidth number. Not thread-safe: measure_*() open connections up front.
+class ConnPool {
+ public:
+  explicit ConnPool(ConnFactory open) : open_(std::move(open)) {}
+  ConnFactory factory();
+
+ private:
+  ConnFactory open_;
+  std::vector<std::unique_ptr<BlockConn>> conns_;
+};
+
 // memcpy into and out of a pre-faulted region of `blocks` blocks (id modulo blocks).
 ConnFactory memcpy_conns(uint64_t block_bytes, uint64_t blocks);
 // libhiredis SET/GET of "cgn:<id>"; `unix_path` non-empty: over that socket, else host:port.
@@ -71,7 +86,9 @@ ConnFactory local_conns(const std::string& socket_path);
 
 // Sequential read(2) of every regular file under `dir` into a buffer of `buffer_bytes`, after
 // posix_fadvise(DONTNEED) on each (drops its clean cached pages; no root needed).
-Result<Rate, BenchError> sequential_read(const std::string& dir, uint64_t buffer_bytes);
+// With `direct`: O_DIRECT into a page-aligned buffer (buffer_bytes a multiple of 4096); an error
+// when the filesystem refuses O_DIRECT.
+Result<Rate, BenchError> sequential_read(const std::string& dir, uint64_t buffer_bytes, bool direct);
 // posix_fadvise(DONTNEED) on every regular file under `dir`: the files read afterwards.
 uint64_t drop_file_cache(const std::string& dir);
 

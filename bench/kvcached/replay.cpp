@@ -136,6 +136,7 @@ std::string to_json(const ReplayReport& r, const ReplayOptions& opt, const std::
       {"spilled_blocks", delta(r.after.spilled_blocks, r.before.spilled_blocks)},
       {"spilled_bytes", delta(r.after.spilled_bytes, r.before.spilled_bytes)},
       {"spill_errors", delta(r.after.spill_errors, r.before.spill_errors)},
+      {"promotions", delta(r.after.promotions, r.before.promotions)},
       {"ram_evictions", delta(r.after.ram.evictions, r.before.ram.evictions)},
       {"ssd_evictions", delta(r.after.ssd.evictions, r.before.ssd.evictions)},
       {"ram_blocks_end", r.after.ram.blocks},
