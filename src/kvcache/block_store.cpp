@@ -23,6 +23,7 @@ namespace {
 
 constexpr uint32_t kNil = UINT32_MAX;
 constexpr auto kMaintainPeriod = std::chrono::seconds(1);
+constexpr uintptr_t kReadAlign = 4096;  // O_DIRECT alignment of SSD reads into a handle's buffer
 
 enum class SlotState : uint8_t { kFree, kWriting, kComplete };
 
@@ -315,31 +316,31 @@ class BlockStore::Impl {
       sp.key = slots_[sp.slot].key;
       sp.bytes = arena_->span(slots_[sp.slot].first_page, slots_[sp.slot].length);
     }
-    lk.unlock();
+    // Each block is accounted (and freed) as soon as its write returns, so RAM comes back and
+    // the counters move during a long round. After one failure the round ends: the disk is
+    // full or failing.
     bool failed = false;
-    for (Spill& sp : round_) {
-      if (failed || stop_requested_.load(std::memory_order_relaxed)) {
-        sp.skipped = true;  // after one failure the round ends: the disk is full or failing
-        continue;
-      }
-      Status<StoreError> st = ssd_->write(sp.key, sp.bytes);
-      if (!st) {
-        sp.error = st.error();
-        failed = true;
-      }
-    }
-    lk.lock();
-    const Nanos after = clock_.now();
     for (const Spill& sp : round_) {
-      --spills_in_flight_;
-      if (sp.skipped) {
-        slots_[sp.slot].spilling = false;
-        continue;
+      std::optional<Error<StoreError>> error;
+      const bool skip = failed || stop_requested_.load(std::memory_order_relaxed);
+      lk.unlock();
+      if (!skip) {
+        Status<StoreError> st = ssd_->write(sp.key, sp.bytes);
+        if (!st) {
+          error = st.error();
+          failed = true;
+        }
       }
-      finish_spill(sp.slot, sp.error ? &*sp.error : nullptr, /*drop_on_error=*/false, after);
+      lk.lock();
+      --spills_in_flight_;
+      if (skip) {
+        slots_[sp.slot].spilling = false;
+      } else {
+        finish_spill(sp.slot, error ? &*error : nullptr, /*drop_on_error=*/false, clock_.now());
+      }
+      spill_done_.notify_all();
     }
     round_failed_ = failed;
-    spill_done_.notify_all();
   }
 
   void maintenance_loop() {
@@ -413,10 +414,8 @@ class BlockStore::Impl {
   struct Spill {
     uint32_t slot = 0;
     bool done = false;  // already on SSD: nothing to write
-    bool skipped = false;
     BlockKey key{};
     std::span<const uint8_t> bytes;
-    std::optional<Error<StoreError>> error;
     Spill(uint32_t s, bool d) : slot(s), done(d) {}
   };
 
@@ -807,11 +806,14 @@ Result<ReadHandle, StoreError> BlockStore::get(const BlockKey& key, bool pin_in_
       slot != kNil ? m.arena_->span(m.slots_[slot].first_page, *length) : std::span<uint8_t>();
   lk.unlock();
 
-  std::vector<uint8_t> owned;
+  // Without pin_in_ram: a buffer of the handle's own, its start page-aligned so that an O_DIRECT
+  // tier reads straight into it. Not zeroed: the read fills every byte handed out.
+  std::unique_ptr<uint8_t[]> owned;
   std::span<uint8_t> out = arena_span;
   if (slot == kNil) {
-    owned.resize(*length);
-    out = owned;
+    owned = std::make_unique_for_overwrite<uint8_t[]>(*length + kReadAlign - 1);
+    const auto addr = reinterpret_cast<uintptr_t>(owned.get());
+    out = std::span<uint8_t>(owned.get() + (kReadAlign - addr % kReadAlign) % kReadAlign, *length);
   }
   const Result<uint64_t, StoreError> n = m.ssd_->read(key, out);
   m.guard_read(key, -1);
@@ -834,7 +836,7 @@ Result<ReadHandle, StoreError> BlockStore::get(const BlockKey& key, bool pin_in_
     ReadHandle h;
     h.tier_ = Tier::kSsd;
     h.owned_ = std::move(owned);
-    h.data_ = h.owned_;
+    h.data_ = out;
     return h;
   }
   Slot& sl = m.slots_[slot];
@@ -848,6 +850,10 @@ Result<ReadHandle, StoreError> BlockStore::get(const BlockKey& key, bool pin_in_
   ++m.ram_blocks_;
   m.ram_block_bytes_ += m.slot_bytes(sl);
   ++m.promotions_;
+  if (m.over_watermark()) {
+    m.spill_kick_ = true;
+    m.maint_cv_.notify_one();
+  }
   return pin(slot, Tier::kSsd);
 }
 

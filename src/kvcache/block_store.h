@@ -85,7 +85,7 @@ class ReadHandle {
   uint32_t slot_ = 0;  // pinned arena slot, when offset_ is set
   Tier tier_ = Tier::kNone;
   std::optional<uint64_t> offset_;
-  std::vector<uint8_t> owned_;  // SSD reads without pin_in_ram
+  std::unique_ptr<uint8_t[]> owned_;  // SSD reads without pin_in_ram (data_ lies inside)
   std::span<const uint8_t> data_;
 };
 

@@ -119,9 +119,15 @@ TEST_F(BlockStoreSsd, BlockEvictedForAPutGoesToSsdNotAway) {
     ASSERT_TRUE(h) << "block " << i << ": " << h.error().message;
     EXPECT_EQ(h->tier(), Tier::kSsd);
     EXPECT_FALSE(h->arena_offset());
-    EXPECT_TRUE(matches(i, h->data()));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(h->data().data()) % kPage, 0u) << "an O_DIRECT read lands in place";
+    const ReadHandle moved = std::move(*h);
+    EXPECT_TRUE(matches(i, moved.data()));
   }
-  EXPECT_EQ(s->stats().ssd.hits, 16u);
+  EXPECT_EQ(s->get(key(999)).error().code, StoreError::kNotFound);
+  const StoreStats after = s->stats();
+  EXPECT_EQ(after.ssd.hits, 16u);
+  EXPECT_EQ(after.ram.misses, 17u);
+  EXPECT_EQ(after.ssd.misses, 1u);
 }
 
 TEST_F(BlockStoreSsd, PutOfABlockOnSsdOnlyRefreshesAndWritesNothing) {
@@ -178,6 +184,31 @@ TEST_F(BlockStoreSsd, PromotedBlockLeavesRamWithoutASecondWrite) {
   put_ok(*s, 11, 2 * kPage);  // evicts the promoted block: it is on SSD already
   EXPECT_EQ(tier_of(*s, 0), Tier::kSsd);
   EXPECT_EQ(s->stats().spilled_blocks, spilled + 1) << "only the other evicted block was written";
+}
+
+TEST_F(BlockStoreSsd, BackgroundSpillFreesAPromotedBlockWithoutRewritingIt) {
+  StoreConfig cfg = config(8);
+  cfg.high_watermark = 0.7;   // above 5.6 pages
+  cfg.spill_fraction = 0.25;  // two pages: one block per round
+  auto s = open(cfg);
+  ASSERT_TRUE(s);
+  for (uint64_t i = 0; i < 3; ++i) {
+    put_ok(*s, i, 2 * kPage);
+  }
+  ASSERT_TRUE(testing::wait_until([&] { return s->stats().ram.bytes == 4u * kPage; }, 20s));
+  ASSERT_EQ(s->stats().spilled_blocks, 1u);
+  ASSERT_EQ(tier_of(*s, 0), Tier::kSsd);
+  auto h1 = s->get(key(1));  // pinned: the next round can only take block 0
+  auto h2 = s->get(key(2));
+  ASSERT_TRUE(h1 && h2);
+  ASSERT_TRUE(s->get(key(0), /*pin_in_ram=*/true));  // promoted (six pages), released at once
+  ASSERT_TRUE(testing::wait_until([&] { return s->stats().ram.bytes == 4u * kPage; }, 20s));
+  EXPECT_EQ(tier_of(*s, 0), Tier::kSsd);
+  EXPECT_EQ(s->stats().spilled_blocks, 1u) << "block 0 was on SSD already";
+  EXPECT_EQ(s->stats().promotions, 1u);
+  auto again = s->get(key(0));
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(matches(0, again->data()));
 }
 
 TEST_F(BlockStoreSsd, FullSsdCountsSpillErrorsAndRamKeepsServing) {

@@ -78,9 +78,16 @@ TEST(BlockStore, RoundTripsBlocksOfManySizes) {
     ASSERT_TRUE(h->arena_offset());
     EXPECT_EQ(*h->arena_offset() % kPage, 0u) << "values start page-aligned";
   }
-  EXPECT_EQ(s->stats().puts, sizes.size());
-  EXPECT_EQ(s->stats().ram.hits, sizes.size());
-  EXPECT_EQ(s->stats().ram.blocks, sizes.size());
+  auto missing = s->get(key(1000));
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, StoreError::kNotFound);
+  const StoreStats st = s->stats();
+  EXPECT_EQ(st.puts, sizes.size());
+  EXPECT_EQ(st.ram.hits, sizes.size());
+  EXPECT_EQ(st.ram.misses, 1u);
+  EXPECT_EQ(st.ssd.misses, 0u) << "no SSD tier, no SSD misses";
+  EXPECT_EQ(st.ram.blocks, sizes.size());
+  EXPECT_EQ(st.ram.capacity, 1024u * kPage);
 }
 
 TEST(BlockStore, ArenaFdMapsTheBytesAtTheHandleOffset) {

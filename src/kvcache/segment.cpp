@@ -104,7 +104,7 @@ std::optional<uint64_t> parse_segment_name(std::string_view name) {
     if (c >= '0' && c <= '9') {
       d = static_cast<uint64_t>(c - '0');
     } else if (c >= 'a' && c <= 'f') {
-      d = static_cast<uint64_t>(c - 'a' + 10);
+      d = static_cast<uint64_t>(c - 'a') + 10;
     } else {
       return std::nullopt;
     }

@@ -77,6 +77,7 @@ std::vector<ScanItem> scan_all(const std::vector<uint8_t>& file, size_t scratch_
 
 std::vector<ScanItem::Kind> kinds(const std::vector<ScanItem>& items) {
   std::vector<ScanItem::Kind> k;
+  k.reserve(items.size());
   for (const auto& it : items) {
     k.push_back(it.kind);
   }
@@ -279,9 +280,10 @@ std::map<std::string, std::vector<uint8_t>> seed_corpus() {
 
 TEST(SegmentCorpus, CommittedSeedsAreWhatTheEncoderWrites) {
   const std::string dir = testing::source_path("tests/fuzz/corpus/segment");
-  const char* write = std::getenv("CGN_WRITE_SEGMENT_CORPUS");
+  const char* write =
+      std::getenv("CGN_WRITE_SEGMENT_CORPUS");  // NOLINT(concurrency-mt-unsafe): no threads yet
   for (const auto& [name, bytes] : seed_corpus()) {
-    const std::string path = dir + "/" + name;
+    const std::string path = (std::filesystem::path(dir) / name).string();
     if (write != nullptr && std::string(write) == "1") {
       std::filesystem::create_directories(dir);
       testing::write_file(path, std::string(bytes.begin(), bytes.end()));

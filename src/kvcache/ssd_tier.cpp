@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -29,6 +30,7 @@ namespace cgn::kvcache {
 namespace {
 
 constexpr uint64_t kScratchBytes = 1ull << 20;  // scan buffer and read bounce buffer
+constexpr uint64_t kCopyChunk = 4ull << 20;     // the write buffer's most, for unaligned values
 
 class SystemWallClock final : public Clock {
  public:
@@ -40,8 +42,8 @@ class SystemWallClock final : public Clock {
 };
 
 const SystemWallClock& system_wall_clock() {
-  static const SystemWallClock clock;
-  return clock;
+  static const SystemWallClock kClock;
+  return kClock;
 }
 
 std::string errno_text(int e) {
@@ -145,11 +147,11 @@ int probe_direct_io(const std::string& dir) {
   }
   AlignedBuffer page(kSegmentPage);
   std::memset(page.data(), 0, kSegmentPage);
-  int err = 0;
-  if (::pwrite(fd, page.data(), kSegmentPage, 0) != static_cast<ssize_t>(kSegmentPage)) {
-    err = errno != 0 ? errno : EIO;
-  } else if (::pread(fd, page.data(), kSegmentPage, 0) != static_cast<ssize_t>(kSegmentPage)) {
-    err = errno != 0 ? errno : EIO;
+  // 0, or errno (EIO for a short transfer) of one page-sized transfer.
+  auto check = [](ssize_t r) { return r < 0 ? errno : r != static_cast<ssize_t>(kSegmentPage) ? EIO : 0; };
+  int err = check(::pwrite(fd, page.data(), kSegmentPage, 0));
+  if (err == 0) {
+    err = check(::pread(fd, page.data(), kSegmentPage, 0));
   }
   ::close(fd);
   ::unlink(path.c_str());
@@ -164,9 +166,10 @@ struct Segment {
   uint64_t scan_size = 0;  // bytes at open, for scan progress
   uint64_t live_records = 0;
   uint64_t live_bytes = 0;
-  std::vector<BlockKey> keys;  // keys indexed here; some may have moved on since
-  bool scanned = false;        // every record of the file is known (always true for new ones)
-  bool dead = false;           // evicted or deleted; the file is gone
+  std::vector<BlockKey> keys;                          // keys indexed here; some may have moved on since
+  Nanos min_born = std::numeric_limits<Nanos>::max();  // no record here is older than this
+  bool scanned = false;  // every record of the file is known (always true for new ones)
+  bool dead = false;     // evicted or deleted; the file is gone
 
   ~Segment() {
     if (fd >= 0) {
@@ -266,6 +269,7 @@ class SsdTier::Impl {
     e.seg->live_records += 1;
     e.seg->live_bytes += bytes;
     e.seg->keys.push_back(key);
+    e.seg->min_born = std::min(e.seg->min_born, e.born);
     live_bytes_ += bytes;
     index_.emplace(key, std::move(e));
   }
@@ -278,6 +282,8 @@ class SsdTier::Impl {
   Status<StoreError> roll();
   void run_scan();
   void scan_segment(const std::shared_ptr<Segment>& seg, std::span<uint8_t> scratch);
+  // Writes one whole record at `off` of the active segment: 0 or errno. write_mu_ held.
+  int write_record(const Segment& seg, uint64_t off, const RecordHeader& h, std::span<const uint8_t> value);
   // Counts a failed write and keeps its message as last_error.
   Error<StoreError> fail_write(const std::string& what, int err);
   void raise_seq(uint64_t seq) {
@@ -564,6 +570,54 @@ Error<StoreError> SsdTier::Impl::fail_write(const std::string& what, int err) {
   return make_error(is_disk_full(err) ? StoreError::kDiskFull : StoreError::kIo, what);
 }
 
+int SsdTier::Impl::write_record(const Segment& seg, uint64_t off, const RecordHeader& h,
+                                std::span<const uint8_t> value) {
+  // With O_DIRECT every span written must be page-aligned. A page-aligned value (an arena block)
+  // goes out in place in one pwritev: header page, the value's whole pages, its last partial page
+  // copied and zero-padded. Any other value is copied through the aligned write buffer,
+  // kCopyChunk at a time (bounded memory for values of any size).
+  const uint64_t bytes = record_bytes(value.size());
+  const uint64_t full = value.size() / kSegmentPage * kSegmentPage;
+  const uint64_t tail = value.size() - full;
+  int err = 0;
+  if (!direct_ || reinterpret_cast<uintptr_t>(value.data()) % kSegmentPage == 0) {
+    wbuf_.resize(2 * kSegmentPage);
+    encode_header(h, wbuf_.span().first(kSegmentPage));
+    std::vector<iovec> iov;
+    iov.push_back({wbuf_.data(), kSegmentPage});
+    if (full > 0) {
+      iov.push_back({const_cast<uint8_t*>(value.data()), full});
+    }
+    if (tail > 0) {
+      uint8_t* t = wbuf_.data() + kSegmentPage;
+      std::memcpy(t, value.data() + full, tail);
+      std::memset(t + tail, 0, kSegmentPage - tail);
+      iov.push_back({t, kSegmentPage});
+    }
+    err = pwritev_full(seg.fd, off, std::move(iov));
+  } else {
+    wbuf_.resize(std::min(bytes, kCopyChunk));
+    for (uint64_t pos = 0; pos < bytes && err == 0;) {  // pos: offset within the record
+      const uint64_t n = std::min(bytes - pos, kCopyChunk);
+      uint8_t* b = wbuf_.data();
+      uint64_t k = 0;
+      if (pos == 0) {
+        encode_header(h, wbuf_.span().first(kSegmentPage));
+        k = kSegmentPage;
+      }
+      const uint64_t vpos = pos + k - kSegmentPage;  // offset within the value
+      const uint64_t vn = vpos < value.size() ? std::min(n - k, value.size() - vpos) : 0;
+      if (vn > 0) {
+        std::memcpy(b + k, value.data() + vpos, vn);
+      }
+      std::memset(b + k + vn, 0, n - k - vn);
+      err = pwritev_full(seg.fd, off + pos, {iovec{b, n}});
+      pos += n;
+    }
+  }
+  return err;
+}
+
 Status<StoreError> SsdTier::Impl::write(const BlockKey& key, std::span<const uint8_t> value) {
   if (value.size() > kMaxValueBytes) {
     return make_error(StoreError::kTooLarge, "ssd tier: a value of " + std::to_string(value.size()) +
@@ -594,37 +648,10 @@ Status<StoreError> SsdTier::Impl::write(const BlockKey& key, std::span<const uin
   h.write_time_ns = wall_.now();
   h.value_crc = crc32c(value);
 
-  // The record goes out in one pwritev: header page, value, zero padding. With O_DIRECT every
-  // span must be page-aligned: a page-aligned value (an arena block) is written in place with its
-  // last partial page copied; any other value is copied whole into the aligned write buffer.
-  const uint64_t full = value.size() / kSegmentPage * kSegmentPage;
-  const uint64_t tail = value.size() - full;
-  const bool in_place = !direct_ || reinterpret_cast<uintptr_t>(value.data()) % kSegmentPage == 0;
-  std::vector<iovec> iov;
-  if (in_place) {
-    wbuf_.resize(2 * kSegmentPage);
-    encode_header(h, wbuf_.span().first(kSegmentPage));
-    iov.push_back({wbuf_.data(), kSegmentPage});
-    if (full > 0) {
-      iov.push_back({const_cast<uint8_t*>(value.data()), full});
-    }
-    if (tail > 0) {
-      uint8_t* t = wbuf_.data() + kSegmentPage;
-      std::memcpy(t, value.data() + full, tail);
-      std::memset(t + tail, 0, kSegmentPage - tail);
-      iov.push_back({t, kSegmentPage});
-    }
-  } else {
-    wbuf_.resize(bytes);
-    encode_header(h, wbuf_.span().first(kSegmentPage));
-    uint8_t* v = wbuf_.data() + kSegmentPage;
-    std::memcpy(v, value.data(), value.size());
-    std::memset(v + value.size(), 0, bytes - kSegmentPage - value.size());
-    iov.push_back({wbuf_.data(), bytes});
-  }
   const std::shared_ptr<Segment> seg = active_;
   const uint64_t off = seg->size;
-  if (const int err = pwritev_full(seg->fd, off, std::move(iov)); err != 0) {
+  const int err = write_record(*seg, off, h, value);
+  if (err != 0) {
     // Cut the partial record away so the segment stays scannable; if that fails too, the scan
     // at the next start treats it as a torn tail.
     if (::ftruncate(seg->fd, static_cast<off_t>(off)) != 0) {
@@ -718,15 +745,30 @@ Result<uint64_t, StoreError> SsdTier::Impl::read(const BlockKey& key, std::span<
 void SsdTier::Impl::maintain() {
   std::lock_guard w(write_mu_);
   if (cfg_.ttl > 0) {
+    // Only segments holding a record past the TTL are visited (records age in write order).
     const Nanos now = clock_.now();
     std::unique_lock l(mu_);
-    for (auto it = index_.begin(); it != index_.end();) {
-      auto next = std::next(it);
-      if (now - it->second.born > cfg_.ttl) {
-        drop_locked(it);
-        ++ttl_expiries_;
+    for (const auto& [id, seg] : segments_) {
+      if (seg->min_born == std::numeric_limits<Nanos>::max() || now - seg->min_born <= cfg_.ttl) {
+        continue;
       }
-      it = next;
+      Nanos min_born = std::numeric_limits<Nanos>::max();
+      std::vector<BlockKey> live;
+      for (const BlockKey& k : seg->keys) {
+        auto it = index_.find(k);
+        if (it == index_.end() || it->second.seg != seg) {
+          continue;
+        }
+        if (now - it->second.born > cfg_.ttl) {
+          drop_locked(it);
+          ++ttl_expiries_;
+        } else {
+          min_born = std::min(min_born, it->second.born);
+          live.push_back(k);
+        }
+      }
+      seg->min_born = min_born;
+      seg->keys = std::move(live);
     }
   }
   if (cfg_.max_bytes > 0) {

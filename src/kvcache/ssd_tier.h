@@ -31,12 +31,13 @@
 // tier already serves (a lookup of a not-yet-scanned record misses); the destructor stops and
 // joins it. Every method is thread-safe: reads run concurrently with each other and with one
 // writer (writes, evictions and maintain() are serialised among themselves). `is_protected` is
-// called from write() and maintain() with no lock of the tier held; it must not call back into
-// the tier. A record protected after that check may still be evicted with its segment (a read
-// then answers kNotFound; a read already under way completes).
+// called from write() and maintain() with the index unlocked (reads go on) but the writer's lock
+// held: it must not call into the tier, nor wait on a thread that does. A record protected after
+// that check may still be evicted with its segment (a read then answers kNotFound; a read already
+// under way completes).
 //
 // Files: one file descriptor per segment. With O_DIRECT, read() reads straight into an `out`
-// that is 4096-aligned and goes through a 1 MiB bounce buffer per call otherwise.
+// that is 4096-aligned and through a 1 MiB bounce buffer per reading thread otherwise.
 #pragma once
 
 #include <cstdint>

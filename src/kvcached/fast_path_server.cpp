@@ -8,11 +8,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "core/log.h"
 #include "kvcached/fast_path.h"
@@ -191,49 +194,89 @@ void FastPathServer::reap_finished() {
   }
 }
 
+namespace {
+
+// A refused connection waits here (its BUSY answer sent, writes shut) until the client's HELLO
+// has been read, then closes: closing a Unix socket with unread data resets the peer, which
+// would lose the answer.
+struct Refused {
+  int fd;
+  std::chrono::steady_clock::time_point close_by;
+};
+constexpr size_t kMaxRefused = 64;
+
+}  // namespace
+
 void FastPathServer::accept_loop() {
   auto logger = log::get("kvcached");
+  std::vector<Refused> refused;
   for (;;) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (::poll(fds, 2, 1000) < 0 && errno != EINTR) {
+    std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    for (const auto& r : refused) {
+      fds.push_back({r.fd, POLLIN, 0});
+    }
+    if (::poll(fds.data(), fds.size(), refused.empty() ? 1000 : 100) < 0 && errno != EINTR) {
       CGN_LOG_ERROR(logger, "fast path accept failed", log::kv("error", errno_text()));
-      return;
+      break;
     }
     if ((fds[1].revents & POLLIN) != 0) {
-      return;
+      break;
     }
     reap_finished();
+    const auto now = std::chrono::steady_clock::now();
+    for (size_t i = refused.size(); i-- > 0;) {
+      if (fds[2 + i].revents != 0 || now >= refused[i].close_by) {
+        uint8_t drain[kMaxFrameBytes];
+        while (::recv(refused[i].fd, drain, sizeof drain, MSG_DONTWAIT) > 0) {
+        }
+        ::close(refused[i].fd);
+        refused.erase(refused.begin() + static_cast<ptrdiff_t>(i));
+      }
+    }
     if ((fds[0].revents & POLLIN) == 0) {
       continue;
     }
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      continue;
-    }
-    const std::lock_guard lock(mu_);
-    if (stopping_) {
-      ::close(fd);
-      return;
-    }
-    if (conns_.size() >= limits_.max_connections) {
+    if (fd >= 0 && !admit(fd)) {
       send_frame(fd, error_response(Op::kHello, FrameStatus::kBusy,
                                     fmt::format("too many fast path connections (max_connections = {})",
                                                 limits_.max_connections)));
-      ::close(fd);
       metrics_.fast_path_connection_refused();
-      continue;
+      ::shutdown(fd, SHUT_WR);
+      if (refused.size() < kMaxRefused) {
+        refused.push_back({fd, now + std::chrono::seconds(2)});
+      } else {
+        ::close(fd);
+      }
     }
-    auto c = std::make_unique<Conn>();
-    c->fd = fd;
-    Conn* raw = c.get();
-    conns_.push_back(std::move(c));
-    raw->thread = std::thread([this, raw] {
-      metrics_.fast_path_connection_opened();
-      serve(*raw);
-      metrics_.fast_path_connection_closed();
-      raw->done.store(true);
-    });
   }
+  for (const auto& r : refused) {
+    ::close(r.fd);
+  }
+}
+
+bool FastPathServer::admit(int fd) {
+  const std::lock_guard lock(mu_);
+  if (stopping_) {
+    ::close(fd);
+    return true;  // nothing to answer: the daemon is going away
+  }
+  const auto live =
+      std::count_if(conns_.begin(), conns_.end(), [](const auto& c) { return !c->done.load(); });
+  if (static_cast<size_t>(live) >= limits_.max_connections) {
+    return false;
+  }
+  auto c = std::make_unique<Conn>();
+  c->fd = fd;
+  Conn* raw = c.get();
+  conns_.push_back(std::move(c));
+  raw->thread = std::thread([this, raw] {
+    metrics_.fast_path_connection_opened();
+    serve(*raw);
+    metrics_.fast_path_connection_closed();
+    raw->done.store(true);
+  });
+  return true;
 }
 
 // What one connection holds; dropped (puts aborted, pins released) when it closes.

@@ -58,6 +58,8 @@ class FastPathServer {
   FastPathServer(kvcache::BlockStore& store, FastPathLimits limits, KvcachedMetrics& metrics,
                  const Clock& clock);
   void accept_loop();
+  // Starts serving `fd`; false when max_connections are open (the caller refuses it).
+  bool admit(int fd);
   void serve(Conn& conn);
   Response handle(Session& s, const Request& r);
   Response put_start(Session& s, const Request& r);

@@ -100,9 +100,9 @@ namespace {
 
 // Streams a GetBlock into `sink(length)` -> the destination span.
 template <class Sink>
-Result<uint64_t, ClientError> stream_get(grpc::Channel* channel, uint32_t timeout_ms,
+Result<uint64_t, ClientError> stream_get(const std::shared_ptr<grpc::Channel>& channel, uint32_t timeout_ms,
                                          const kvcache::BlockNamespace& ns, const Digest& digest, Sink sink) {
-  auto stub = pb::KvCache::NewStub(std::shared_ptr<grpc::Channel>(channel, [](grpc::Channel*) {}));
+  auto stub = pb::KvCache::NewStub(channel);
   grpc::ClientContext ctx;
   set_deadline(ctx, timeout_ms);
   pb::GetBlockRequest req;
@@ -157,7 +157,7 @@ Result<uint64_t, ClientError> stream_get(grpc::Channel* channel, uint32_t timeou
 Result<std::vector<uint8_t>, ClientError> KvClient::get(const kvcache::BlockNamespace& ns,
                                                         const Digest& digest) {
   std::vector<uint8_t> out;
-  auto n = stream_get(channel_.get(), timeout_ms_, ns, digest,
+  auto n = stream_get(channel_, timeout_ms_, ns, digest,
                       [&](uint64_t length) -> Result<std::span<uint8_t>, ClientError> {
                         if (length > (uint64_t{1} << 36)) {
                           return make_error(ClientError::kProtocol, "GetBlock: an implausible length");
@@ -173,15 +173,14 @@ Result<std::vector<uint8_t>, ClientError> KvClient::get(const kvcache::BlockName
 
 Result<uint64_t, ClientError> KvClient::get(const kvcache::BlockNamespace& ns, const Digest& digest,
                                             std::span<uint8_t> out) {
-  return stream_get(channel_.get(), timeout_ms_, ns, digest,
-                    [&](uint64_t length) -> Result<std::span<uint8_t>, ClientError> {
-                      if (length > out.size()) {
-                        return make_error(
-                            ClientError::kTooLarge,
+  return stream_get(
+      channel_, timeout_ms_, ns, digest, [&](uint64_t length) -> Result<std::span<uint8_t>, ClientError> {
+        if (length > out.size()) {
+          return make_error(ClientError::kTooLarge,
                             fmt::format("the block has {} bytes; the buffer {}", length, out.size()));
-                      }
-                      return out.first(length);
-                    });
+        }
+        return out.first(length);
+      });
 }
 
 Result<KvLookup, ClientError> KvClient::batch_lookup(const kvcache::BlockNamespace& ns,

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "cognitora/v1/kvcached.grpc.pb.h"
 #include "core/log.h"
@@ -93,26 +95,64 @@ class KvGrpcServer::Service final : public pb::KvCache::Service {
 
   grpc::Status PutBlock(grpc::ServerContext* ctx, grpc::ServerReader<pb::PutBlockRequest>* reader,
                         pb::PutBlockResponse* resp) override {
-    return counted("PutBlock", put_block(*ctx, *reader, *resp));
+    const InFlight call(*this);
+    return counted("PutBlock", call.refused() ? stopping() : put_block(*ctx, *reader, *resp));
   }
 
   grpc::Status GetBlock(grpc::ServerContext* ctx, const pb::GetBlockRequest* req,
                         grpc::ServerWriter<pb::GetBlockChunk>* writer) override {
-    return counted("GetBlock", get_block(*ctx, *req, *writer));
+    const InFlight call(*this);
+    return counted("GetBlock", call.refused() ? stopping() : get_block(*ctx, *req, *writer));
   }
 
   grpc::Status BatchLookup(grpc::ServerContext* /*ctx*/, const pb::BatchLookupRequest* req,
                            pb::BatchLookupResponse* resp) override {
-    return counted("BatchLookup", batch_lookup(*req, *resp));
+    const InFlight call(*this);
+    return counted("BatchLookup", call.refused() ? stopping() : batch_lookup(*req, *resp));
   }
 
   grpc::Status Stats(grpc::ServerContext* /*ctx*/, const pb::StatsRequest* /*req*/,
                      pb::StatsResponse* resp) override {
+    const InFlight call(*this);
+    if (call.refused()) {
+      return counted("Stats", stopping());
+    }
     encode_stats(store_.stats(), *resp);
     return counted("Stats", grpc::Status::OK);
   }
 
+  // New calls are refused from now on; true once no call is running (or at `deadline`: false).
+  bool drain(std::chrono::steady_clock::time_point deadline) {
+    draining_ = true;
+    while (in_flight_.load() > 0) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+
  private:
+  // Counts a running call; refused() when the server is draining.
+  class InFlight {
+   public:
+    explicit InFlight(Service& s) : s_(s) {
+      ++s_.in_flight_;
+      refused_ = s_.draining_.load();
+    }
+    ~InFlight() { --s_.in_flight_; }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+    bool refused() const { return refused_; }
+
+   private:
+    Service& s_;
+    bool refused_ = false;
+  };
+
+  static grpc::Status stopping() { return {grpc::StatusCode::UNAVAILABLE, "cgn-kvcached is stopping"}; }
+
   grpc::Status counted(std::string_view method, grpc::Status st) {
     metrics_.grpc_request(method, code_name(st.error_code()));
     return st;
@@ -227,6 +267,8 @@ class KvGrpcServer::Service final : public pb::KvCache::Service {
   KvcachedMetrics& metrics_;
   const Clock& clock_;
   KeyCache keys_;
+  std::atomic<int> in_flight_{0};
+  std::atomic<bool> draining_{false};
 };
 
 Result<std::unique_ptr<KvGrpcServer>, ServiceError> KvGrpcServer::start(
@@ -242,6 +284,7 @@ Result<std::unique_ptr<KvGrpcServer>, ServiceError> KvGrpcServer::start(
   int port = 0;
   b.AddListeningPort(listen, *creds, &port);
   b.RegisterService(s->service_.get());
+  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a port in use is an error, not shared
   b.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
   b.SetMaxSendMessageSize(static_cast<int>(kMaxMessageBytes));
   s->server_ = b.BuildAndStart();
@@ -264,7 +307,10 @@ void KvGrpcServer::stop(std::chrono::milliseconds grace) {
   if (!server_) {
     return;
   }
-  server_->Shutdown(std::chrono::system_clock::now() + grace);
+  // Running calls may finish within the grace; then the server shuts down at once (a plain
+  // Shutdown(deadline) would also wait out the deadline for clients that merely stay connected).
+  service_->drain(std::chrono::steady_clock::now() + grace);
+  server_->Shutdown(std::chrono::system_clock::now());
   server_->Wait();
   server_.reset();
 }

@@ -40,7 +40,8 @@ class KvGrpcServer {
   KvGrpcServer& operator=(const KvGrpcServer&) = delete;
 
   uint16_t port() const { return port_; }
-  // Stops accepting calls, lets running ones finish up to `grace`, cancels the rest. Idempotent.
+  // Refuses new calls (UNAVAILABLE), lets running ones finish up to `grace`, cancels the rest and
+  // shuts down without waiting for idle connections. Idempotent.
   void stop(std::chrono::milliseconds grace);
 
   class Service;

@@ -59,7 +59,6 @@ CliResult<Ok> KvcachedApp::start() {
     stop(clock_.now());
     return st;
   }
-  watcher_ = std::thread([this] { watch(); });
   const auto& k = cfg.kvcached;
   const kvcache::StoreStats s = store_->stats();
   CGN_LOG_INFO(
@@ -120,47 +119,11 @@ CliResult<Ok> KvcachedApp::start_listeners() {
   return Ok{};
 }
 
-void KvcachedApp::watch() {
-  auto logger = log::get("kvcached");
-  bool scan_logged = store_->stats().scan_complete;
-  std::string ssd_error;
-  std::unique_lock lock(watch_mu_);
-  while (!watch_stop_) {
-    lock.unlock();
-    const kvcache::StoreStats s = store_->stats();
-    if (!scan_logged && s.scan_complete) {
-      scan_logged = true;
-      CGN_LOG_INFO(logger, "SSD scan complete", log::kv("records", s.ssd.blocks),
-                   log::kv("bytes", s.ssd.bytes), log::kv("torn_tails", s.torn_tails),
-                   log::kv("dropped_checksum", s.checksum_failures));
-    }
-    if (s.ssd_error != ssd_error) {
-      if (ssd_error.empty()) {
-        CGN_LOG_ERROR(logger, "SSD tier failing; spilling stopped, RAM keeps serving",
-                      log::kv("error", s.ssd_error), log::kv("spill_errors", s.spill_errors));
-      } else if (s.ssd_error.empty()) {
-        CGN_LOG_INFO(logger, "SSD tier recovered; spilling again", log::kv("spill_errors", s.spill_errors));
-      }
-      ssd_error = s.ssd_error;
-    }
-    lock.lock();
-    watch_cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return watch_stop_; });
-  }
-}
-
 void KvcachedApp::stop(Nanos deadline) {
   if (!started_ || stopped_) {
     return;
   }
   stopped_ = true;
-  {
-    const std::lock_guard lock(watch_mu_);
-    watch_stop_ = true;
-  }
-  watch_cv_.notify_all();
-  if (watcher_.joinable()) {
-    watcher_.join();
-  }
   if (fast_) {
     fast_->stop();
     fast_.reset();

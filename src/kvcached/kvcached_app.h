@@ -4,7 +4,7 @@
 //
 // What start() runs, in this order (the members are declared in it): the BlockStore (RAM arena,
 // SSD tier and its scan, the maintenance thread), the metrics and their HTTP /metrics server, the
-// gRPC service KvCache, the local fast path, and a watcher that logs the SSD scan's end and the
+// gRPC service KvCache and the local fast path. The store itself logs the SSD scan's end and the
 // SSD tier failing and recovering (once each, not per failed spill). stop() stops them in
 // reverse: the fast path drops its connections (their puts aborted, their pins released), gRPC
 // lets running calls finish until the deadline, then /metrics and the store stop.
@@ -13,11 +13,8 @@
 // driven from one thread (main, or a test).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "core/cli_exit.h"
 #include "core/clock.h"
@@ -61,7 +58,6 @@ class KvcachedApp {
 
  private:
   CliResult<Ok> start_listeners();
-  void watch();
 
   KvcachedSetup setup_;
   const Clock& clock_;
@@ -74,10 +70,6 @@ class KvcachedApp {
   std::unique_ptr<http::Server> http_;
   std::unique_ptr<KvGrpcServer> grpc_;
   std::unique_ptr<FastPathServer> fast_;
-  std::mutex watch_mu_;
-  std::condition_variable watch_cv_;
-  bool watch_stop_ = false;
-  std::thread watcher_;
 };
 
 }  // namespace cgn::kvcached

@@ -73,8 +73,8 @@ KvcachedMetrics::KvcachedMetrics(metrics::Registry& registry, StatsSource stats)
       counter(registry, "cgn_kvcached_leases_granted_total", "Blocks leased by lookups.");
   leases_active_ = gauge(registry, "cgn_kvcached_leases_active", "Blocks whose lease has not expired.");
   pins_active_ = gauge(registry, "cgn_kvcached_pins_active", "Blocks pinned by open reads.");
-  scan_done_ = gauge(registry, "cgn_kvcached_scan_bytes_done", "SSD segment bytes scanned since start.");
-  scan_total_ = gauge(registry, "cgn_kvcached_scan_bytes_total", "SSD segment bytes to scan at start.");
+  scan_done_ = gauge(registry, "cgn_kvcached_scan_done_bytes", "SSD segment bytes scanned since start.");
+  scan_total_ = gauge(registry, "cgn_kvcached_scan_total_bytes", "SSD segment bytes to scan at start.");
   scan_complete_ =
       gauge(registry, "cgn_kvcached_scan_complete", "1 once the start-up scan of the SSD tier is done.");
   ssd_healthy_ = gauge(registry, "cgn_kvcached_ssd_healthy",

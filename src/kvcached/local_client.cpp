@@ -63,9 +63,12 @@ Result<Response, ClientError> exchange(int fd, const Request& req, int* passed_f
   do {
     n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
+  int recv_flags = MSG_CMSG_CLOEXEC;
+  std::string send_error;
   if (n != static_cast<ssize_t>(out.size())) {
-    return make_error(ClientError::kProtocol,
-                      fmt::format("{}: send: {}", to_string(req.op), std::strerror(errno)));
+    // The daemon may have answered and closed first (a refused connection): read what it said.
+    send_error = fmt::format("{}: send: {}", to_string(req.op), std::strerror(errno));
+    recv_flags |= MSG_DONTWAIT;
   }
   uint8_t buf[kMaxFrameBytes];
   iovec iov{buf, sizeof buf};
@@ -76,11 +79,13 @@ Result<Response, ClientError> exchange(int fd, const Request& req, int* passed_f
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
   do {
-    n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    n = ::recvmsg(fd, &msg, recv_flags);
   } while (n < 0 && errno == EINTR);
   if (n <= 0) {
     return make_error(ClientError::kProtocol,
-                      fmt::format("{}: the daemon closed the connection", to_string(req.op)));
+                      !send_error.empty()
+                          ? send_error
+                          : fmt::format("{}: the daemon closed the connection", to_string(req.op)));
   }
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
