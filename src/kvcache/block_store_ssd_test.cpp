@@ -17,7 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr uint32_t kPage = 4096;
+constexpr uint64_t kPage = 4096;
 
 BlockKey key(uint64_t i) {
   return blake3_hash("ssd-block-" + std::to_string(i));
@@ -104,7 +104,7 @@ TEST_F(BlockStoreSsd, BlockEvictedForAPutGoesToSsdNotAway) {
   const StoreStats st = s->stats();
   EXPECT_EQ(st.ram.evictions, 0u);
   EXPECT_EQ(st.spilled_blocks, 16u);
-  EXPECT_EQ(st.spilled_bytes, 16u * 2 * kPage);
+  EXPECT_EQ(st.spilled_bytes, kPage * 2 * 16);
   EXPECT_EQ(st.ram.blocks, 4u);
   std::vector<BlockKey> keys;
   for (uint64_t i = 0; i < 20; ++i) {
@@ -290,6 +290,7 @@ TEST_F(BlockStoreSsd, ConcurrentReadersWritersAndSpillsSeeOnlyWholeMatchingBlock
   std::atomic<uint64_t> gets{0}, ssd_gets{0}, bad{0}, errors{0};
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(100 + t);

@@ -17,7 +17,7 @@
 namespace cgn::kvcache {
 namespace {
 
-constexpr uint32_t kPage = 4096;
+constexpr uint64_t kPage = 4096;
 
 BlockKey key(uint64_t i) {
   return blake3_hash("block-" + std::to_string(i));
@@ -412,6 +412,7 @@ TEST(BlockStore, ConcurrentReadersAndWritersSeeOnlyWholeMatchingBlocks) {
   std::atomic<uint64_t> gets{0}, bad{0}, errors{0};
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(t);
@@ -425,7 +426,7 @@ TEST(BlockStore, ConcurrentReadersAndWritersSeeOnlyWholeMatchingBlocks) {
           }
         } else if (what == 1) {
           std::vector<BlockKey> run = {key(k), key((k + 1) % kKeys)};
-          (void)s->lookup(run, (rng() % 2) * kNanosPerMilli);
+          (void)s->lookup(run, static_cast<Nanos>(rng() % 2) * kNanosPerMilli);
         } else {
           auto h = s->get(key(k));
           if (h) {

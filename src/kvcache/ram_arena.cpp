@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <system_error>
 
 namespace cgn::kvcache {
 
@@ -114,7 +115,8 @@ void PageAllocator::release(uint32_t first, uint32_t n) {
 namespace {
 
 Error<StoreError> sys_error(const char* what) {
-  return make_error(StoreError::kIo, std::string("RAM arena: ") + what + ": " + std::strerror(errno));
+  return make_error(StoreError::kIo,
+                    std::string("RAM arena: ") + what + ": " + std::system_category().message(errno));
 }
 
 }  // namespace

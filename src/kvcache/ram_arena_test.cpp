@@ -95,20 +95,21 @@ TEST(PageAllocator, FindsARunWheneverOneExistsUnderRandomTraffic) {
 }
 
 TEST(RamArena, IsASharedMemfdOfTheRequestedSize) {
-  auto arena = RamArena::create(16 * 4096, 4096);
+  constexpr uint64_t kBytes = uint64_t{16} * 4096;
+  auto arena = RamArena::create(kBytes, 4096);
   ASSERT_TRUE(arena) << arena.error().message;
   RamArena& ar = **arena;
   struct stat st {};
   ASSERT_EQ(::fstat(ar.fd(), &st), 0);
-  EXPECT_EQ(static_cast<uint64_t>(st.st_size), 16u * 4096);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), kBytes);
   EXPECT_EQ(ar.pages().pages(), 16u);
   // A second mapping of the fd (what a colocated engine does) sees the same bytes.
   std::span<uint8_t> s = ar.span(3, 10);
   std::memcpy(s.data(), "0123456789", 10);
-  void* other = ::mmap(nullptr, 16 * 4096, PROT_READ, MAP_SHARED, ar.fd(), 0);
+  void* other = ::mmap(nullptr, kBytes, PROT_READ, MAP_SHARED, ar.fd(), 0);
   ASSERT_NE(other, MAP_FAILED);
   EXPECT_EQ(std::memcmp(static_cast<uint8_t*>(other) + ar.offset(3), "0123456789", 10), 0);
-  ::munmap(other, 16 * 4096);
+  ::munmap(other, kBytes);
 }
 
 TEST(SlotIndex, MatchesAMapUnderRandomInsertsAndErases) {

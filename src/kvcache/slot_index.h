@@ -26,8 +26,7 @@ class SlotIndex {
 
   explicit SlotIndex(uint32_t max_entries)
       : table_(std::bit_ceil(std::max<uint64_t>(16, 2 * static_cast<uint64_t>(max_entries))), 0),
-        mask_(table_.size() - 1),
-        max_entries_(max_entries) {}
+        mask_(table_.size() - 1) {}
 
   template <class KeyOf>
   uint32_t find(const Digest& key, const KeyOf& key_of) const {
@@ -45,7 +44,7 @@ class SlotIndex {
 
   // `key` must be absent, and size() < max_entries.
   void insert(const Digest& key, uint32_t slot) {
-    assert(size_ < max_entries_);
+    assert(size_ < table_.size() / 2);
     const uint32_t h = hash(key);
     uint64_t i = h & mask_;
     while (table_[i] != 0) {
@@ -91,7 +90,6 @@ class SlotIndex {
 
   std::vector<uint64_t> table_;
   uint64_t mask_;
-  uint32_t max_entries_;
   uint32_t size_ = 0;
 };
 
