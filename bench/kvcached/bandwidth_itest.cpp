@@ -111,3 +111,42 @@ TEST(KvcachedBench, every_path_reports_every_row) {
 }
 
 }  // namespace
+
+namespace {
+
+// Bad input gets a clear error and a non-zero exit, never a crash or a hang.
+TEST(KvcachedBenchTools, refuse_bad_input_with_a_clear_error) {
+  TempDir dir;
+  auto small = run_to_end(dir, "small", {cgn::testing::bin_path("cgn-kvcached-bench"), "--sizes", "4"},
+                          std::chrono::seconds(30));
+  EXPECT_EQ(small.status, 2) << small.output;
+  EXPECT_NE(small.output.find("at least 8 bytes"), std::string::npos) << small.output;
+
+  auto no_dir =
+      run_to_end(dir, "nodir", {cgn::testing::bin_path("cgn-kvcached-bench"), "--ssd-grpc", "127.0.0.1:1"},
+                 std::chrono::seconds(30));
+  EXPECT_EQ(no_dir.status, 2) << no_dir.output;
+  EXPECT_NE(no_dir.output.find("--ssd-grpc needs --ssd-dir"), std::string::npos) << no_dir.output;
+
+  const std::string missing = dir.file("missing.jsonl");
+  auto trace =
+      run_to_end(dir, "trace",
+                 {cgn::testing::bin_path("cgn-kvcached-replay"), "--grpc", "127.0.0.1:1", "--trace", missing},
+                 std::chrono::seconds(30));
+  EXPECT_EQ(trace.status, 2) << trace.output;
+  EXPECT_NE(trace.output.find(missing), std::string::npos) << trace.output;
+
+  // A daemon that is not there: the first call fails with the transport's message.
+  cgn::testing::write_file(dir.file("t.jsonl"),
+                           "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, "
+                           "\"hash_ids\": [0]}\n");
+  auto down =
+      run_to_end(dir, "down",
+                 {cgn::testing::bin_path("cgn-kvcached-replay"), "--grpc",
+                  "127.0.0.1:" + std::to_string(cgn::testing::free_port()), "--trace", dir.file("t.jsonl")},
+                 std::chrono::seconds(60));
+  EXPECT_EQ(down.status, 1) << down.output;
+  EXPECT_NE(down.output.find("cgn-kvcached-replay: "), std::string::npos) << down.output;
+}
+
+}  // namespace

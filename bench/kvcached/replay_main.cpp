@@ -27,29 +27,11 @@ int main(int argc, char** argv) {
     std::cerr << "cgn-kvcached-replay: " << trace << ": " << w.error().message << "\n";
     return 2;
   }
-  auto control = cgn::kvcached::KvClient::connect(grpc, cgn::config::TlsConfig{});
-  if (!control) {
-    std::cerr << "cgn-kvcached-replay: " << grpc << ": " << control.error().message << "\n";
-    return 1;
-  }
-  std::unique_ptr<cgn::kvcached::LocalClient> local;
-  std::unique_ptr<cgn::kvbench::ReplayTarget> target;
-  if (!socket.empty()) {
-    auto c = cgn::kvcached::LocalClient::connect(socket);
-    if (!c) {
-      std::cerr << "cgn-kvcached-replay: " << socket << ": " << c.error().message << "\n";
-      return 1;
-    }
-    local = std::move(*c);
-    target = std::make_unique<cgn::kvbench::LocalReplayTarget>(*local, **control);
-  } else {
-    target = std::make_unique<cgn::kvbench::GrpcReplayTarget>(**control);
-  }
-  auto rep = cgn::kvbench::run_replay(*w, *target, opt);
+  auto rep = cgn::kvbench::replay_daemon(*w, grpc, socket, opt);
   if (!rep) {
     std::cerr << "cgn-kvcached-replay: " << rep.error().message << "\n";
     return 1;
   }
-  std::cout << cgn::kvbench::to_json(*rep, opt, socket.empty() ? "grpc" : "local") << std::endl;
+  std::cout << *rep << std::endl;
   return 0;
 }

@@ -124,4 +124,29 @@ Result<kvcache::StoreStats, BenchError> LocalReplayTarget::stats() {
   return std::move(*r);
 }
 
+Result<std::string, BenchError> replay_daemon(const bench::Workload& w, const std::string& grpc,
+                                              const std::string& socket, const ReplayOptions& opt) {
+  auto control = kvcached::KvClient::connect(grpc, config::TlsConfig{});
+  if (!control) {
+    return make_error(BenchError::kTarget, grpc + ": " + control.error().message);
+  }
+  std::unique_ptr<kvcached::LocalClient> local;
+  std::unique_ptr<ReplayTarget> target;
+  if (!socket.empty()) {
+    auto c = kvcached::LocalClient::connect(socket);
+    if (!c) {
+      return make_error(BenchError::kTarget, socket + ": " + c.error().message);
+    }
+    local = std::move(*c);
+    target = std::make_unique<LocalReplayTarget>(*local, **control);
+  } else {
+    target = std::make_unique<GrpcReplayTarget>(**control);
+  }
+  auto rep = run_replay(w, *target, opt);
+  if (!rep) {
+    return rep.error();
+  }
+  return to_json(*rep, opt, socket.empty() ? "grpc" : "local");
+}
+
 }  // namespace cgn::kvbench

@@ -43,4 +43,9 @@ class LocalReplayTarget final : public ReplayTarget {
   kvcache::KeyDeriver keys_;
 };
 
+// Replays `w` through the daemon at `grpc` (host:port), through its fast path when `socket` is
+// non-empty (Stats still over gRPC): the report as to_json() writes it.
+Result<std::string, BenchError> replay_daemon(const bench::Workload& w, const std::string& grpc,
+                                              const std::string& socket, const ReplayOptions& opt);
+
 }  // namespace cgn::kvbench
