@@ -40,7 +40,8 @@ struct Slot {
   uint32_t pins = 0;     // open ReadHandles
   SlotState state = SlotState::kFree;
   bool spilling = false;       // being copied to SSD outside the lock: not freed, not spilled again
-  bool on_ssd = false;         // its bytes are on the SSD tier too (promoted, or spilled and kept)
+  bool on_ssd = false;         // its bytes were written to SSD (promoted, or spilled and kept); the SSD
+                               // tier may have dropped them since (size, TTL): see still_on_ssd()
   bool touched = false;        // read or refreshed since its spill began: keep it in RAM
   bool in_lease_list = false;  // listed in Impl::leased_
 };
@@ -127,6 +128,9 @@ class BlockStore::Impl {
     slots_.emplace_back();  // within the reserved capacity: no reallocation
     return static_cast<uint32_t>(slots_.size() - 1);
   }
+
+  // Whether a block's copy on SSD is still there, so freeing it from RAM loses nothing.
+  bool still_on_ssd(const Slot& sl) const { return sl.on_ssd && ssd_ && ssd_->contains(sl.key); }
 
   uint64_t slot_bytes(const Slot& sl) const { return static_cast<uint64_t>(sl.pages) * arena_->page_bytes(); }
 
@@ -233,7 +237,7 @@ class BlockStore::Impl {
         return make_error(StoreError::kNoSpace,
                           "the RAM tier is full of pinned, leased or half-written blocks");
       }
-      if (!ssd_ || slots_[v].on_ssd) {
+      if (!ssd_ || still_on_ssd(slots_[v])) {
         if (!ssd_) {
           ++ram_evictions_;
         }
@@ -291,7 +295,7 @@ class BlockStore::Impl {
         continue;
       }
       picked += slot_bytes(sl);
-      if (sl.on_ssd) {
+      if (still_on_ssd(sl)) {
         round_.push_back({s, true});  // already on SSD (promoted): freed below without a rewrite
         continue;
       }

@@ -211,6 +211,33 @@ TEST_F(BlockStoreSsd, BackgroundSpillFreesAPromotedBlockWithoutRewritingIt) {
   EXPECT_TRUE(matches(0, again->data()));
 }
 
+TEST_F(BlockStoreSsd, PromotedBlockWhoseSsdCopyWasEvictedIsWrittenAgainWhenItLeavesRam) {
+  StoreConfig cfg = config(4);  // two blocks of two pages
+  cfg.ssd.segment_bytes = 4 * kPage;
+  cfg.ssd.max_bytes = 24 * kPage;  // a few records
+  auto s = open(cfg);
+  ASSERT_TRUE(s);
+  for (uint64_t i = 0; i < 3; ++i) {
+    put_ok(*s, i, 2 * kPage);
+  }
+  ASSERT_EQ(tier_of(*s, 0), Tier::kSsd);
+  {
+    auto pinned = s->get(key(0), /*pin_in_ram=*/true);  // promoted and held in RAM
+    ASSERT_TRUE(pinned);
+    for (uint64_t i = 100; i < 140; ++i) {  // pushes block 0's old record off the SSD
+      put_ok(*s, i, 2 * kPage);
+    }
+    ASSERT_GT(s->stats().ssd.evictions, 10u);
+    ASSERT_EQ(tier_of(*s, 0), Tier::kRam);
+  }
+  put_ok(*s, 200, 2 * kPage);
+  put_ok(*s, 201, 2 * kPage);  // block 0 leaves RAM now
+  ASSERT_EQ(tier_of(*s, 0), Tier::kSsd) << "block 0 was dropped instead of written again";
+  auto h = s->get(key(0));
+  ASSERT_TRUE(h);
+  EXPECT_TRUE(matches(0, h->data()));
+}
+
 TEST_F(BlockStoreSsd, FullSsdCountsSpillErrorsAndRamKeepsServing) {
   StoreConfig cfg = config(8);
   cfg.ssd.max_bytes = kPage;  // smaller than one record: every spill fails
