@@ -142,6 +142,7 @@ TEST(KvcachedSsd, KillNineDuringAWriteBurstLosesNoSpilledBlockAndServesNoTornOne
   for (auto& t : writers) {
     t.join();
   }
+  ASSERT_LT(acked.size(), 4000u) << "the kill came after the burst, not during it";
   ASSERT_TRUE(d.start());
   c = client_of(d);
   ASSERT_TRUE(testing::wait_until([&] { return scan_complete(*c); }, 60s));
