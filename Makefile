@@ -14,7 +14,7 @@ export CCACHE_MAXSIZE ?= 5G
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all bootstrap configure build test test-release test-standalone test-asan test-browser test-node test-unit run fuzz bench bench-report format tidy clean
+.PHONY: all bootstrap configure build test test-release test-standalone test-asan test-browser test-node test-unit run fuzz bench bench-report bench-kvcached bench-kvcached-replay format tidy clean
 
 all: build
 
@@ -97,6 +97,17 @@ bench: build
 bench-report: configure
 	@scripts/bootstrap.sh --bench
 	@scripts/bench-report.sh $(BUILD)
+
+# cgn-kvcached: block bandwidth (fast path, gRPC, Redis, SSD tier against memcpy and read(2)) and
+# the conversation trace's replay against the reference LRU; each writes a new
+# bench/results/<date>-<revision>/ file (bench/kvcached/README.md). Minutes; not in make test.
+bench-kvcached: configure
+	cmake --build $(BUILD) -j $(JOBS) --target cgn-kvcached cgn-kvcached-bench
+	@scripts/bench-kvcached.sh $(BUILD)
+
+bench-kvcached-replay: configure
+	cmake --build $(BUILD) -j $(JOBS) --target cgn-kvcached cgn-kvcached-replay
+	@scripts/bench-kvcached-replay.sh $(BUILD)
 
 format:
 	@git ls-files '*.cpp' '*.h' | xargs clang-format -i
