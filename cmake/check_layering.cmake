@@ -5,7 +5,9 @@
 #   - no state backend (cgn_state*) and no router library or binary links cgn_agent;
 #   - cgn_agent reaches the backends only through their registry (cgn_state), never one backend's
 #     library directly;
-#   - cgn_routing and cgn_core link no module above them.
+#   - cgn_routing and cgn_core link no module above them;
+#   - cgn_kvcache (the block store) links only cgn_core; neither it nor cgn_kvcached (the daemon)
+#     reaches cgn_agent, a router library or a state backend.
 # Run: cmake -DGRAPH=build/link_graph.cmake -P cmake/check_layering.cmake
 cmake_minimum_required(VERSION 3.25)
 if(NOT GRAPH OR NOT EXISTS "${GRAPH}")
@@ -79,6 +81,17 @@ endfunction()
 only(cgn_core cgn_blake3)
 only(cgn_routing cgn_core)
 only(cgn_cluster cgn_core cgn_routing cgn_proto_cognitora)
+only(cgn_kvcache cgn_core)
+foreach(t cgn_kvcache cgn_kvcached)
+  if(t IN_LIST CGN_TARGETS)
+    closure(${t} _kv_all)
+    foreach(l ${_kv_all})
+      if(l STREQUAL "cgn_agent" OR l MATCHES "^cgn_router" OR l MATCHES "^cgn_state")
+        message(SEND_ERROR "layering: ${t} must not link ${l}; it does: ${CGN_PATH_${t}_${l}}")
+      endif()
+    endforeach()
+  endif()
+endforeach()
 foreach(t ${CGN_TARGETS})
   if(t MATCHES "^cgn_state" OR t MATCHES "^cgn_router" OR t STREQUAL "cgn-router")
     forbid(${t} cgn_agent)

@@ -742,6 +742,70 @@ SectionPtr<EngineConfig> engine_section() {
   return freeze(std::move(s));
 }
 
+SectionPtr<KvcachedConfig> kvcached_section() {
+  using K = KvcachedConfig;
+  Section<K> s("kvcached");
+  s.add(checked(
+      &K::listen, "listen", Form::host_port,
+      "the gRPC service `cognitora.v1.KvCache` (PutBlock, GetBlock, BatchLookup, Stats), with `[tls]` "
+      "when set; port 0: any free port (`cgn-kvcached --port-file` writes it)"));
+  s.add(checked(&K::metrics_listen, "metrics_listen", Form::host_port,
+                "HTTP `/metrics` (`cgn_kvcached_*`); port 0: any free port"));
+  s.add(value(&K::socket, "socket",
+              "the local fast path's Unix socket (SOCK_SEQPACKET, mode 0660; a stale file is replaced at "
+              "start and removed at stop); empty: no fast path"));
+  s.add(value(&K::ram_bytes, "ram_bytes", "the RAM tier: one arena allocated at start",
+              Range<uint64_t>{1ull << 20, 1ull << 42}));
+  s.add(value(&K::page_bytes, "page_bytes", "arena allocation unit; a power of two",
+              Range<uint32_t>{4096, 1u << 24})
+            .then([](TableReader& r, K& c) {
+              if ((c.page_bytes & (c.page_bytes - 1)) != 0) {
+                r.fail("page_bytes", ConfigError::bad_value,
+                       fmt::format("{} is not a power of two", c.page_bytes));
+              }
+            }));
+  s.add(value(&K::max_block_bytes, "max_block_bytes", "the largest block accepted; at most `ram_bytes`",
+              Range<uint64_t>{1, 1ull << 32}));
+  s.add(value(&K::high_watermark, "high_watermark",
+              "RAM use above this fraction starts a background spill round", Range<double>{0.1, 1.0}));
+  s.add(value(&K::spill_fraction, "spill_fraction",
+              "the fraction of the arena one spill round moves to SSD (or frees, without SSD)",
+              Range<double>{0.001, 1.0}));
+  s.add(
+      value(&K::max_lease_ms, "max_lease_ms",
+            "a BatchLookup / LOOKUP lease longer than this is cut to it; 0: leases are refused silently (no "
+            "lease)",
+            Range<uint32_t>{0, 600000}));
+  s.add(value(&K::ssd_dir, "ssd_dir",
+              "the SSD tier's segment files (created if missing; rescanned at start); empty: no SSD tier"));
+  s.add(value(&K::ssd_max_bytes, "ssd_max_bytes",
+              "the SSD tier's size bound (oldest segments go first); 0: bounded by the filesystem"));
+  s.add(value(&K::ssd_segment_bytes, "ssd_segment_bytes", "a segment file is closed past this size",
+              Range<uint64_t>{1ull << 20, 1ull << 36}));
+  s.add(value(&K::ssd_ttl_s, "ssd_ttl_s", "SSD records older than this are dropped; 0: no TTL",
+              Range<uint32_t>{0, 31'536'000}));
+  s.add(one_of(&K::direct_io, "direct_io", kDirectIoModes,
+               "`auto`: O_DIRECT where the filesystem accepts it, buffered where it refuses (tmpfs); `on`: "
+               "O_DIRECT or the daemon does not start; `off`: buffered"));
+  s.add(value(&K::max_connections, "max_connections",
+              "local fast path connections at once; one more is closed at accept", Range<uint32_t>{1, 4096}));
+  s.add(value(&K::max_handles_per_connection, "max_handles_per_connection",
+              "open puts and pinned gets per fast path connection; one more is refused (`BUSY`)",
+              Range<uint32_t>{1, 65536}));
+  s.check([](TableReader& r, K& c) {
+    if (c.max_block_bytes > c.ram_bytes) {
+      r.fail("max_block_bytes", ConfigError::bad_value,
+             fmt::format("{} is above ram_bytes ({}): a block must fit the RAM tier", c.max_block_bytes,
+                         c.ram_bytes));
+    }
+    if (c.ssd_dir.empty() && (c.ssd_max_bytes != 0 || c.ssd_ttl_s != 0)) {
+      r.fail(c.ssd_max_bytes != 0 ? "ssd_max_bytes" : "ssd_ttl_s", ConfigError::bad_value,
+             "is set but ssd_dir is not (there is no SSD tier)");
+    }
+  });
+  return freeze(std::move(s));
+}
+
 // The top-level state_backend is the value of [router] and [agent] state_backend; one of them
 // set to something else is an error naming both places.
 void apply_state_backend(TableReader& root, const std::string& top, std::string_view section,
@@ -769,6 +833,7 @@ SectionPtr<CognitoraConfig> root_section() {
   s.add(table(&C::state, "state", state_section()));
   s.add(table(&C::agent, "agent", agent_section()));
   s.add(table(&C::engine, "engine", engine_section()));
+  s.add(table(&C::kvcached, "kvcached", kvcached_section()));
   s.check([](TableReader& root, C& c) {
     if (!c.state_backend.empty()) {
       apply_state_backend(root, c.state_backend, "router", c.router.state_backend);

@@ -276,6 +276,27 @@ struct EngineConfig {
   bool operator==(const EngineConfig&) const = default;
 };
 
+// [kvcached]: the node-local tiered KV block store (docs/kvcached.md). Sizes in bytes.
+struct KvcachedConfig {
+  std::string listen = "127.0.0.1:9400";                // gRPC service KvCache; port 0: any free port
+  std::string metrics_listen = "127.0.0.1:9401";        // HTTP /metrics; port 0: any free port
+  std::string socket = "/run/cognitora/kvcached.sock";  // the local fast path; empty: none
+  uint64_t ram_bytes = 1ull << 30;
+  uint32_t page_bytes = 4096;
+  uint64_t max_block_bytes = 64ull << 20;
+  double high_watermark = 0.90;
+  double spill_fraction = 0.05;
+  uint32_t max_lease_ms = 30000;
+  std::string ssd_dir;         // empty: no SSD tier
+  uint64_t ssd_max_bytes = 0;  // 0: bounded by the filesystem
+  uint64_t ssd_segment_bytes = 256ull << 20;
+  uint32_t ssd_ttl_s = 0;                      // 0: no TTL
+  std::string direct_io = "auto";              // auto|on|off
+  uint32_t max_connections = 64;               // local fast path connections at once
+  uint32_t max_handles_per_connection = 1024;  // open puts and pinned gets per connection
+  bool operator==(const KvcachedConfig&) const = default;
+};
+
 struct CognitoraConfig {
   std::string source;  // file name (or source_name) it was loaded from
   // Top-level state_backend, empty when the file has none. When set it is the value of
@@ -288,6 +309,7 @@ struct CognitoraConfig {
   StateConfig state;
   AgentConfig agent;
   EngineConfig engine;
+  KvcachedConfig kvcached;
   bool operator==(const CognitoraConfig&) const = default;
 };
 
@@ -300,6 +322,7 @@ inline constexpr std::string_view kEngineKinds[] = {"vllm", "sglang",    "trtllm
 inline constexpr std::string_view kAttachKinds[] = {"vllm", "sglang",    "trtllm", "llamacpp",
                                                     "mlx",  "cgn-infer", "sim"};
 inline constexpr std::string_view kKvOffloads[] = {"none", "nixl", "lmcache", "hicache", "kvbm", "cgn"};
+inline constexpr std::string_view kDirectIoModes[] = {"auto", "on", "off"};
 inline constexpr std::string_view kPdTransferBackends[] = {"nixl", "mooncake"};
 inline constexpr std::string_view kNodeRoles[] = {"prefill", "decode", "both"};
 // [[router.nodes]] engine: mlx and cgn-infer have no /metrics mapping (health and models only).

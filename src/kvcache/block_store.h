@@ -17,11 +17,16 @@
 //   finds the arena full evicts least recently used blocks at once: spilled to SSD first when the
 //   SSD tier is on, dropped when it is off. So with no SSD tier the RAM tier is an exact LRU over
 //   its capacity, and with an SSD tier of enough size no complete block is lost.
-// - put of a key that is already resident refreshes its recency and writes nothing.
+// - put of a key that is already resident refreshes its recency and writes nothing. get() hits
+//   also refresh; lookup() does not.
 //
 // Threads: open() starts a maintenance thread (spill rounds, SSD TTL and size, lease expiry)
 // and the SSD tier's scan; stop() (and the destructor) joins them. Every method is thread-safe;
 // the bytes of puts and gets are copied outside the store's lock.
+//
+// Handles point into the store: they may outlive stop() (a pinned block stays readable, a
+// PutHandle can still be dropped), but every handle must be released before the store is
+// destroyed (asserted in debug builds). src/kvcache/README.md describes the design.
 #pragma once
 
 #include <cstdint>

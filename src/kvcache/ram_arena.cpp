@@ -1,0 +1,162 @@
+#include "kvcache/ram_arena.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace cgn::kvcache {
+
+PageAllocator::PageAllocator(uint32_t pages)
+    : pages_(pages), free_(pages), bits_((static_cast<uint64_t>(pages) + 63) / 64, 0) {
+  if (const uint32_t tail = pages & 63; tail != 0) {
+    bits_.back() = ~0ull << tail;
+  }
+}
+
+uint32_t PageAllocator::next_free(uint32_t pos, uint32_t end) const {
+  if (pos >= end) {
+    return end;
+  }
+  size_t w = pos >> 6;
+  uint64_t word = ~bits_[w] & (~0ull << (pos & 63));
+  while (word == 0) {
+    ++w;
+    if (w * 64 >= end) {
+      return end;
+    }
+    word = ~bits_[w];
+  }
+  return std::min<uint32_t>(static_cast<uint32_t>(w * 64 + std::countr_zero(word)), end);
+}
+
+uint32_t PageAllocator::next_used(uint32_t pos, uint32_t end) const {
+  if (pos >= end) {
+    return end;
+  }
+  size_t w = pos >> 6;
+  uint64_t word = bits_[w] & (~0ull << (pos & 63));
+  while (word == 0) {
+    ++w;
+    if (w * 64 >= end) {
+      return end;
+    }
+    word = bits_[w];
+  }
+  return std::min<uint32_t>(static_cast<uint32_t>(w * 64 + std::countr_zero(word)), end);
+}
+
+// The first run of n free pages that starts in [begin, end); it may extend past `end`.
+std::optional<uint32_t> PageAllocator::find_run(uint32_t begin, uint32_t end, uint32_t n) const {
+  uint32_t pos = begin;
+  while (pos < end) {
+    pos = next_free(pos, end);
+    if (pos >= end || pages_ - pos < n) {
+      return std::nullopt;
+    }
+    const uint32_t stop = next_used(pos, pos + n);
+    if (stop - pos >= n) {
+      return pos;
+    }
+    pos = stop;
+  }
+  return std::nullopt;
+}
+
+void PageAllocator::set_range(uint32_t first, uint32_t n, bool used) {
+  uint64_t pos = first;
+  const uint64_t end = static_cast<uint64_t>(first) + n;
+  while (pos < end) {
+    const uint64_t w = pos >> 6;
+    const uint64_t lo = pos & 63;
+    const uint64_t len = std::min<uint64_t>(64 - lo, end - pos);
+    const uint64_t mask = (len == 64 ? ~0ull : ((1ull << len) - 1)) << lo;
+    if (used) {
+      assert((bits_[w] & mask) == 0);
+      bits_[w] |= mask;
+    } else {
+      assert((bits_[w] & mask) == mask);
+      bits_[w] &= ~mask;
+    }
+    pos += len;
+  }
+}
+
+std::optional<uint32_t> PageAllocator::allocate(uint32_t n) {
+  if (n == 0 || n > free_) {
+    return std::nullopt;
+  }
+  std::optional<uint32_t> first = find_run(cursor_, pages_, n);
+  if (!first && cursor_ > 0) {
+    first = find_run(0, cursor_, n);
+  }
+  if (!first) {
+    return std::nullopt;
+  }
+  set_range(*first, n, true);
+  free_ -= n;
+  cursor_ = *first + n == pages_ ? 0 : *first + n;
+  return first;
+}
+
+void PageAllocator::release(uint32_t first, uint32_t n) {
+  assert(static_cast<uint64_t>(first) + n <= pages_);
+  set_range(first, n, false);
+  free_ += n;
+}
+
+namespace {
+
+Error<StoreError> sys_error(const char* what) {
+  return make_error(StoreError::kIo, std::string("RAM arena: ") + what + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RamArena>, StoreError> RamArena::create(uint64_t bytes, uint32_t page_bytes) {
+  assert(page_bytes > 0 && bytes % page_bytes == 0 && bytes / page_bytes <= UINT32_MAX);
+  const int fd = ::memfd_create("cgn-kvcache-arena", MFD_CLOEXEC);
+  if (fd < 0) {
+    return sys_error("memfd_create");
+  }
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    auto err = sys_error("ftruncate");
+    ::close(fd);
+    return err;
+  }
+  // Allocate the pages now so that a too-large arena fails at open, not at the first put (the
+  // kernel may not support it for memfds; then pages come on first touch).
+  if (::fallocate(fd, 0, 0, static_cast<off_t>(bytes)) != 0 && errno != EOPNOTSUPP && errno != ENOSYS) {
+    auto err = sys_error("fallocate");
+    ::close(fd);
+    return err;
+  }
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (base == MAP_FAILED) {
+    auto err = sys_error("mmap");
+    ::close(fd);
+    return err;
+  }
+  (void)::mlock(base, bytes);  // best effort: RLIMIT_MEMLOCK usually refuses large arenas
+  return std::unique_ptr<RamArena>(new RamArena(fd, static_cast<uint8_t*>(base), bytes, page_bytes));
+}
+
+RamArena::RamArena(int fd, uint8_t* base, uint64_t bytes, uint32_t page_bytes)
+    : fd_(fd),
+      base_(base),
+      bytes_(bytes),
+      page_bytes_(page_bytes),
+      pages_(static_cast<uint32_t>(bytes / page_bytes)) {}
+
+RamArena::~RamArena() {
+  ::munmap(base_, bytes_);
+  ::close(fd_);
+}
+
+}  // namespace cgn::kvcache
