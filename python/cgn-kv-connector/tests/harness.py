@@ -166,9 +166,11 @@ class Engine:
     def add(self, req: Request):
         self.requests[req.request_id] = req
 
-    def step(self, req_id: str, max_tokens: int | None = None, *, resumed: bool = False) -> StepResult:
+    def step(self, req_id: str, max_tokens: int | None = None, *, resumed: bool = False,
+             before_worker=None) -> StepResult:
         """One engine step for one request: schedule (a chunk of at most max_tokens), run the
-        worker around a forward over every layer, recover from load errors."""
+        worker around a forward over every layer, recover from load errors. before_worker runs
+        between the scheduler's half and the worker's (the tests stop the daemon there)."""
         req = self.requests[req_id]
         external = 0
         new_reqs, cached = [], CachedRequestData([], set(), [], [], [])
@@ -193,6 +195,8 @@ class Engine:
                                        [req.num_computed_tokens])
         so = SchedulerOutput(new_reqs, cached, {req_id: scheduled}, set())
         so.kv_connector_metadata = self.scheduler.build_connector_meta(so)
+        if before_worker is not None:
+            before_worker()
 
         # The worker: KVConnectorModelRunnerMixin around the forward.
         w = self.worker
