@@ -43,6 +43,7 @@ EXTRA_CONFIG_KEYS: dict[str, tuple[type, Any]] = {
     "kvcached_lease_ms": (int, 10000),
     "kvcached_hint_ttl_ms": (int, 5000),
     "kvcached_timeout_s": (float, 10.0),
+    "kvcached_backoff_ms": (int, 1000),
     "kvcached_tls_ca": (str, ""),
     "kvcached_tls_cert": (str, ""),
     "kvcached_tls_key": (str, ""),
@@ -58,6 +59,7 @@ class ConnectorConfig:
     lease_ms: int
     hint_ttl_ms: int
     timeout_s: float
+    backoff_ms: int
     tls_ca: str
     tls_cert: str
     tls_key: str
@@ -162,8 +164,9 @@ class CognitoraConnector(KVConnectorBase_V1):
         fields = _namespace_fields(vllm_config, self.config)
         self.block_tokens = fields["block_tokens"]
         self.warn = WarnLimiter(logger)
-        self.counters = {"lookups": 0, "lookup_errors": 0, "loaded_blocks": 0, "load_errors": 0,
-                         "saved_blocks": 0, "already_resident": 0, "save_errors": 0}
+        self.counters = {"lookups": 0, "lookup_errors": 0, "lookups_skipped": 0, "loaded_blocks": 0,
+                         "load_errors": 0, "saved_blocks": 0, "already_resident": 0, "save_errors": 0,
+                         "saves_skipped": 0}
         self._client = KvCachedClient(self.config.target,
                                       tls=Tls(self.config.tls_ca, self.config.tls_cert, self.config.tls_key),
                                       timeout_s=self.config.timeout_s,
@@ -177,6 +180,10 @@ class CognitoraConnector(KVConnectorBase_V1):
         self._staged: dict[tuple[str, int], tuple[SaveJob, bytearray, set[int]]] = {}
         self._invalid_block_ids: set[int] = set()
         self._clock = time.monotonic
+        # After a call the daemon could not answer (down, unreachable, too slow), lookups and saves
+        # are skipped for kvcached_backoff_ms: a dead daemon costs the engine one timeout per
+        # backoff, not one per request or per block.
+        self._down_until = 0.0
         logger.info("CognitoraConnector (%s) over cgn-kvcached at %s, namespace %s", role, self.config.target,
                     self.namespace)
 
@@ -202,10 +209,20 @@ class CognitoraConnector(KVConnectorBase_V1):
             return False
         return (self._clock() - st.first_seen) * 1000 < self.config.hint_ttl_ms
 
+    def _daemon_down(self) -> bool:
+        return self._clock() < self._down_until
+
+    def _note_failure(self, e) -> None:
+        if e.code in ("unavailable", "deadline_exceeded", "cancelled"):
+            self._down_until = self._clock() + self.config.backoff_ms / 1000.0
+
     def _lookup_run(self, req_id: str, digests: list[bytes]) -> int:
         """The resident run every TP rank holds, leased; 0 when the daemon cannot answer."""
         from cgn_kv_connector.client import KvCachedError
 
+        if self._daemon_down():
+            self.counters["lookups_skipped"] += 1
+            return 0
         self.counters["lookups"] += 1
         run = len(digests)
         try:
@@ -216,6 +233,7 @@ class CognitoraConnector(KVConnectorBase_V1):
                     break
         except KvCachedError as e:
             self.counters["lookup_errors"] += 1
+            self._note_failure(e)
             self.warn.warn("lookup", f"request {req_id!r}: cgn-kvcached lookup failed ({e}); loading nothing")
             return 0
         return run
@@ -326,9 +344,14 @@ class CognitoraConnector(KVConnectorBase_V1):
                 try:
                     if self._layout is None:
                         raise LayoutError("no KV caches were registered")
+                    if self._daemon_down():
+                        raise KvCachedError("unavailable", "skipped: the daemon failed a call less than "
+                                                           f"{self.config.backoff_ms} ms ago")
                     block = self._client.get(self.namespace, digest)
                     self._layout.scatter(block.data, block_id)
                 except (KvCachedError, LayoutError) as e:
+                    if isinstance(e, KvCachedError) and not self._daemon_down():
+                        self._note_failure(e)
                     failed = [b for b, _ in job.blocks[i:]]
                     self._invalid_block_ids.update(failed)
                     self.counters["load_errors"] += 1
@@ -380,6 +403,9 @@ class CognitoraConnector(KVConnectorBase_V1):
                 self.warn.warn("save", f"request {job.req_id!r}: block {job.block_id} saw {len(done)} of "
                                        f"{layers} layers; not saved")
                 continue
+            if self._daemon_down():
+                self.counters["saves_skipped"] += 1
+                continue
             try:
                 if self._client.put(self.namespace, job.digest, block):
                     self.counters["already_resident"] += 1
@@ -387,6 +413,7 @@ class CognitoraConnector(KVConnectorBase_V1):
                     self.counters["saved_blocks"] += 1
             except KvCachedError as e:
                 self.counters["save_errors"] += 1
+                self._note_failure(e)
                 self.warn.warn("save", f"request {job.req_id!r}: saving block {job.block_id} failed ({e})")
 
     def get_finished(self, finished_req_ids):

@@ -170,9 +170,37 @@ class DaemonDownTest(unittest.TestCase):
         [r] = e.run(Request("r", t, params(d)))
         self.assertEqual(r.external_tokens, 0)
         self.assertEqual(e.scheduler.counters["lookup_errors"], 1)
-        self.assertEqual(e.worker.counters["save_errors"], 3)
+        # The first save fails; the daemon is then left alone for kvcached_backoff_ms.
+        self.assertEqual(e.worker.counters["save_errors"], 1)
+        self.assertEqual(e.worker.counters["saves_skipped"], 2)
         for i in range(3):
             self.assertEqual(e.block_pages(e.blocks["r"][i]), e.expected_pages(t, i))
+
+    def test_a_daemon_that_is_down_is_retried_only_after_the_backoff(self):
+        quiet(self)
+        t = tokens(2 * BS + 5, 11)
+        d = digests_for(t, BS)
+        e = Engine(closed_port_target(), block_size=BS, extra={"kvcached_backoff_ms": 5000})
+        self.addCleanup(e.close)
+        clock = [1000.0]
+        e.scheduler._clock = e.worker._clock = lambda: clock[0]
+        e.run(Request("r1", t, params(d)))
+        self.assertEqual((e.scheduler.counters["lookups"], e.scheduler.counters["lookup_errors"]), (1, 1))
+        self.assertEqual((e.worker.counters["save_errors"], e.worker.counters["saves_skipped"]), (1, 1))
+        start = time.monotonic()
+        for i in range(20):  # within the backoff: no call to the daemon at all
+            [r] = e.run(Request(f"r{i + 2}", t, params(d)))
+            self.assertEqual(r.external_tokens, 0)
+            e.finish(f"r{i + 2}")
+        self.assertLess(time.monotonic() - start, 10)
+        self.assertEqual(e.scheduler.counters["lookups"], 1)
+        self.assertEqual(e.scheduler.counters["lookups_skipped"], 20)
+        self.assertEqual(e.worker.counters["save_errors"], 1)
+        self.assertEqual(e.worker.counters["saves_skipped"], 1 + 40)
+        clock[0] += 5.001
+        e.run(Request("late", t, params(d)))
+        self.assertEqual(e.scheduler.counters["lookups"], 2)
+        self.assertEqual(e.worker.counters["save_errors"], 2)
 
     def test_daemon_gone_between_schedule_and_load_reports_load_errors(self):
         quiet(self)
