@@ -167,20 +167,23 @@ class Engine:
         self.requests[req.request_id] = req
 
     def step(self, req_id: str, max_tokens: int | None = None, *, resumed: bool = False,
-             before_worker=None) -> StepResult:
+             before_worker=None, local_blocks: int = 0) -> StepResult:
         """One engine step for one request: schedule (a chunk of at most max_tokens), run the
         worker around a forward over every layer, recover from load errors. before_worker runs
-        between the scheduler's half and the worker's (the tests stop the daemon there)."""
+        between the scheduler's half and the worker's (the tests stop the daemon there).
+        local_blocks: the first blocks are hits in the engine's own prefix cache."""
         req = self.requests[req_id]
         external = 0
         new_reqs, cached = [], CachedRequestData([], set(), [], [], [])
         if req_id not in self.blocks:
-            # Scheduler.schedule, a waiting request. No local prefix cache in this engine.
-            local = 0
+            # Scheduler.schedule, a waiting request: its local prefix-cache hit, then the connector.
+            local = local_blocks * self.block_size
             external, load_async = self.scheduler.get_num_new_matched_tokens(req, local)
             assert load_async is False
             n_blocks = -(-len(req.prompt_token_ids) // self.block_size)
             self.blocks[req_id] = [self._free.pop(0) for _ in range(n_blocks)]
+            for name in self.layer_names:  # what the prefix cache holds for those blocks
+                self._compute(name, req, 0, local)
             self.scheduler.update_state_after_alloc(req, KVCacheBlocks(self.blocks[req_id]), external)
             req.num_computed_tokens = local + external
             todo = len(req.prompt_token_ids) - req.num_computed_tokens
@@ -223,9 +226,9 @@ class Engine:
         req.num_computed_tokens = end
         return StepResult(external, computed, invalid, finished)
 
-    def run(self, req: Request, chunk: int | None = None) -> list[StepResult]:
+    def run(self, req: Request, chunk: int | None = None, local_blocks: int = 0) -> list[StepResult]:
         self.add(req)
-        results = [self.step(req.request_id, chunk)]
+        results = [self.step(req.request_id, chunk, local_blocks=local_blocks)]
         while req.num_computed_tokens < len(req.prompt_token_ids):
             results.append(self.step(req.request_id, chunk))
         return results

@@ -65,6 +65,22 @@ class ConnectorTest(unittest.TestCase):
         self.assertEqual(b.finish("b"), (False, None))
         self.assertEqual(b.scheduler._requests, {})
 
+    def test_only_blocks_beyond_the_engines_own_prefix_hit_are_loaded(self):
+        t, d = self.prompt(5 * BS + 2, seed=12)
+        a = self.engine()
+        a.run(Request("a", t, params(d)))
+        b = self.engine()
+        [rb] = b.run(Request("b", t, params(d)), local_blocks=2)
+        self.assertEqual(rb.external_tokens, 3 * BS)
+        self.assertEqual(b.worker.counters["loaded_blocks"], 3)
+        self.assertEqual(rb.computed, [(5 * BS, 5 * BS + 2)])
+        self.assert_blocks_equal(a, "a", b, "b", 5)
+        # A local hit covering the whole run leaves nothing to load.
+        c = self.engine()
+        [rc] = c.run(Request("c", t, params(d)), local_blocks=5)
+        self.assertEqual(rc.external_tokens, 0)
+        self.assertEqual(c.worker.counters["loaded_blocks"], 0)
+
     def test_a_prompt_that_fills_whole_blocks_leaves_its_last_token_to_compute(self):
         t, d = self.prompt(4 * BS, seed=2)
         a = self.engine()

@@ -2,12 +2,14 @@
 
 import inspect
 import json
+import logging
 import unittest
 
 from cgn_kv_connector import connector as conn
 from cgn_kv_connector import vllm_base
 from daemon import closed_port_target
-from harness import AGENT_KV_TRANSFER_CONFIG, load_connector, vllm_config
+from harness import (AGENT_KV_TRANSFER_CONFIG, Engine, Request, digests_for, load_connector, params, tokens,
+                     vllm_config)
 
 
 def _params(fn) -> tuple:
@@ -57,6 +59,39 @@ class PinnedInterfaceTest(unittest.TestCase):
         self.assertFalse(c.has_connector_metadata())
         self.assertIsNone(c.get_required_kvcache_layout(None))
         self.assertIs(c.role, vllm_base.KVConnectorRole.SCHEDULER)
+
+
+class HarnessOrderTest(unittest.TestCase):
+    """The harness calls the connector in vLLM's order (docs/kv-connector.md "Tests")."""
+
+    def test_one_request_one_step(self):
+        e = Engine(closed_port_target(), layers=2)
+        self.addCleanup(e.close)
+        calls = []
+        for side, c in (("S", e.scheduler), ("W", e.worker)):
+            for name in vllm_base.PINNED_METHODS:
+                attr = getattr(c, name, None)
+                if callable(attr) and name != "__init__":
+                    setattr(c, name, _recorder(calls, side, name, attr))
+        logging.getLogger("cgn_kv_connector").setLevel(logging.ERROR)
+        self.addCleanup(logging.getLogger("cgn_kv_connector").setLevel, logging.NOTSET)
+        t = tokens(40)
+        e.run(Request("r", t, params(digests_for(t, 16))))
+        e.finish("r")
+        self.assertEqual(calls, [
+            "S.get_num_new_matched_tokens", "S.update_state_after_alloc", "S.build_connector_meta",
+            "W.bind_connector_metadata", "W.start_load_kv",
+            "W.wait_for_layer_load", "W.save_kv_layer", "W.wait_for_layer_load", "W.save_kv_layer",
+            "W.wait_for_save", "W.get_finished", "W.get_block_ids_with_load_errors",
+            "W.clear_connector_metadata", "S.request_finished"])
+
+
+def _recorder(calls, side, name, fn):
+    def call(*args, **kwargs):
+        calls.append(f"{side}.{name}")
+        return fn(*args, **kwargs)
+
+    return call
 
 
 class ConfigTest(unittest.TestCase):
