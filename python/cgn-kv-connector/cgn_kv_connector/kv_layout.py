@@ -58,8 +58,6 @@ class TorchLayer:  # pragma: no cover - needs torch
     """One layer's KV tensor shaped (2, num_blocks, ...), copied through host memory."""
 
     def __init__(self, tensor, num_blocks: int):
-        import torch  # noqa: F401  (present wherever a tensor is)
-
         if tensor.dim() < 2 or tensor.shape[0] != 2 or tensor.shape[1] != num_blocks:
             raise LayoutError(f"a KV tensor of shape {tuple(tensor.shape)} is not (2, {num_blocks}, ...)")
         self._t = tensor

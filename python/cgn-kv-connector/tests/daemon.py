@@ -56,7 +56,7 @@ class Daemon:
                 f.write(self._config_text)
             args += ["--config", cfg]
         self._log = open(os.path.join(self.dir, "daemon.log"), "ab")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
 
         def ready():
             if self.proc.poll() is not None:
@@ -94,6 +94,15 @@ class Daemon:
     def close(self) -> None:
         self.stop()
         self._dir.cleanup()
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the test process dies, so a killed test leaves no daemon."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
 
 
 def closed_port_target() -> str:
