@@ -910,6 +910,7 @@ StoreStats BlockStore::stats() const {
   st.scan_bytes_done = ssd.scan_bytes_done;
   st.scan_bytes_total = ssd.scan_bytes_total;
   st.scan_complete = m.cfg_.ssd_enabled ? ssd.scan_complete : true;
+  st.ssd_direct_io = ssd.direct_io;
   if (st.ssd_error.empty()) {
     st.ssd_error = ssd.last_error;
   }

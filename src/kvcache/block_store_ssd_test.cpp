@@ -70,6 +70,22 @@ class BlockStoreSsd : public ::testing::Test {
   testing::TempDir dir_;
 };
 
+TEST_F(BlockStoreSsd, StatsSayWhetherTheSsdTierUsesODirect) {
+  StoreConfig cfg = config(16);
+  cfg.ssd.direct_io = DirectIo::kOff;
+  auto buffered = open(cfg);
+  ASSERT_TRUE(buffered);
+  EXPECT_FALSE(buffered->stats().ssd_direct_io);
+  buffered->stop();
+  buffered.reset();
+  cfg.ssd.direct_io = DirectIo::kOn;
+  auto direct = BlockStore::open(cfg, SteadyClock::instance());
+  if (!direct) {
+    GTEST_SKIP() << "the temp directory's filesystem refuses O_DIRECT: " << direct.error().message;
+  }
+  EXPECT_TRUE((*direct)->stats().ssd_direct_io);
+}
+
 TEST_F(BlockStoreSsd, SpillAboveTheWatermarkMovesLeastRecentBlocksToSsd) {
   StoreConfig cfg = config(100);
   cfg.high_watermark = 0.5;

@@ -80,6 +80,7 @@ struct StoreStats {
   uint64_t scan_bytes_done = 0;    // gauge: SSD segment bytes scanned at start
   uint64_t scan_bytes_total = 0;   // gauge: SSD segment bytes to scan at start
   bool scan_complete = true;       // gauge: false while the start-up scan runs
+  bool ssd_direct_io = false;      // the SSD tier reads and writes with O_DIRECT (else buffered I/O)
   std::string ssd_error;           // the last SSD error (disk full, ...) while it lasts; empty when healthy
 };
 

@@ -67,7 +67,7 @@ CliResult<Ok> KvcachedApp::start() {
       log::kv("metrics", fmt::format("{} (port {})", k.metrics_listen, metrics_port())),
       log::kv("socket", k.socket.empty() ? "off" : k.socket), log::kv("ram_bytes", k.ram_bytes),
       log::kv("ssd_dir", k.ssd_dir.empty() ? "off" : k.ssd_dir), log::kv("ssd_max_bytes", k.ssd_max_bytes),
-      log::kv("direct_io", k.ssd_dir.empty() ? "n/a" : k.direct_io),
+      log::kv("ssd_io", k.ssd_dir.empty() ? "n/a" : (s.ssd_direct_io ? "o_direct" : "buffered")),
       log::kv("scan",
               k.ssd_dir.empty()
                   ? "none"
