@@ -25,6 +25,14 @@ std::string_view to_string(Op op) {
       return "RELEASE";
     case Op::kLookup:
       return "LOOKUP";
+    case Op::kGetMany:
+      return "GET_MANY";
+    case Op::kPutStartMany:
+      return "PUT_START_MANY";
+    case Op::kPutEndMany:
+      return "PUT_END_MANY";
+    case Op::kReleaseMany:
+      return "RELEASE_MANY";
   }
   return "?";
 }
@@ -115,7 +123,25 @@ Error<FrameError> malformed(std::string message) {
 }
 
 bool valid_op(uint8_t op) {
-  return op >= 1 && op <= 7;
+  return op >= 1 && op <= 11;
+}
+
+bool valid_status(uint8_t s) {
+  return s <= static_cast<uint8_t>(FrameStatus::kUnavailable);
+}
+
+// A batch's count: 1 to kMaxBatchKeys, and exactly `item` bytes per entry left in the frame.
+bool batch_count(Reader& rd, Op op, uint32_t count, size_t item, std::string& why) {
+  if (count == 0 || count > kMaxBatchKeys) {
+    why = fmt::format("{} of {} keys; 1 to {}", to_string(op), count, kMaxBatchKeys);
+    return false;
+  }
+  if (rd.left() != size_t{count} * item) {
+    why = fmt::format("{} of {} keys carries {} bytes of entries; {} expected", to_string(op), count,
+                      rd.left(), size_t{count} * item);
+    return false;
+  }
+  return true;
 }
 
 bool valid_tier(uint8_t t) {
@@ -125,7 +151,7 @@ bool valid_tier(uint8_t t) {
 }  // namespace
 
 std::vector<uint8_t> encode(const Request& r) {
-  Writer w(kHeader + 48 + kKey * r.keys.size());
+  Writer w(kHeader + 48 + kKey * r.keys.size() + 40 * r.puts.size() + 8 * r.handles.size());
   w.put(kFrameMagic);
   w.put(static_cast<uint8_t>(r.op));
   w.zeros(3);
@@ -150,6 +176,29 @@ std::vector<uint8_t> encode(const Request& r) {
       w.put(static_cast<uint32_t>(r.keys.size()));
       for (const auto& k : r.keys) {
         w.bytes(k.data(), kKey);
+      }
+      break;
+    case Op::kGetMany:
+    case Op::kPutEndMany:
+      w.put(static_cast<uint32_t>(r.keys.size()));
+      w.zeros(4);
+      for (const auto& k : r.keys) {
+        w.bytes(k.data(), kKey);
+      }
+      break;
+    case Op::kPutStartMany:
+      w.put(static_cast<uint32_t>(r.puts.size()));
+      w.zeros(4);
+      for (const auto& p : r.puts) {
+        w.bytes(p.key.data(), kKey);
+        w.put(p.length);
+      }
+      break;
+    case Op::kReleaseMany:
+      w.put(r.no_reply ? kNoReply : uint32_t{0});
+      w.put(static_cast<uint32_t>(r.handles.size()));
+      for (const auto h : r.handles) {
+        w.put(h);
       }
       break;
   }
@@ -202,6 +251,45 @@ Result<Request, FrameError> decode_request(std::span<const uint8_t> frame) {
       }
       break;
     }
+    case Op::kGetMany:
+    case Op::kPutEndMany:
+    case Op::kPutStartMany:
+    case Op::kReleaseMany: {
+      uint32_t flags = 0;
+      uint32_t count = 0;
+      if (r.op == Op::kReleaseMany) {
+        ok = rd.get(flags) && rd.get(count);
+        if (ok && (flags & ~kNoReply) != 0) {
+          return malformed(fmt::format("RELEASE_MANY flags {:#x}; only bit 0 (no answer) is defined", flags));
+        }
+        r.no_reply = (flags & kNoReply) != 0;
+      } else {
+        ok = rd.get(count) && rd.zeros(4);
+      }
+      if (!ok) {
+        break;
+      }
+      const size_t item = r.op == Op::kPutStartMany ? kKey + 8 : r.op == Op::kReleaseMany ? 8 : kKey;
+      if (std::string why; !batch_count(rd, r.op, count, item, why)) {
+        return malformed(std::move(why));
+      }
+      for (uint32_t i = 0; ok && i < count; ++i) {
+        if (r.op == Op::kPutStartMany) {
+          PutItem p;
+          ok = rd.bytes(p.key.data(), kKey) && rd.get(p.length);
+          r.puts.push_back(p);
+        } else if (r.op == Op::kReleaseMany) {
+          uint64_t h = 0;
+          ok = rd.get(h);
+          r.handles.push_back(h);
+        } else {
+          kvcache::BlockKey k{};
+          ok = rd.bytes(k.data(), kKey);
+          r.keys.push_back(k);
+        }
+      }
+      break;
+    }
   }
   if (!ok || rd.left() != 0) {
     return malformed(fmt::format("a {} frame of {} bytes has the wrong size", to_string(r.op), frame.size()));
@@ -210,7 +298,7 @@ Result<Request, FrameError> decode_request(std::span<const uint8_t> frame) {
 }
 
 std::vector<uint8_t> encode(const Response& r) {
-  Writer w(kHeader + 40 + r.tiers.size() + r.message.size());
+  Writer w(kHeader + 40 + r.tiers.size() + 32 * r.entries.size() + r.message.size());
   w.put(kFrameMagic);
   w.put(static_cast<uint8_t>(r.op));
   w.put(static_cast<uint8_t>(r.status));
@@ -251,6 +339,28 @@ std::vector<uint8_t> encode(const Response& r) {
         w.put(static_cast<uint8_t>(t));
       }
       break;
+    case Op::kGetMany:
+    case Op::kPutStartMany:
+    case Op::kPutEndMany:
+    case Op::kReleaseMany:
+      w.put(static_cast<uint32_t>(r.entries.size()));
+      w.zeros(4);
+      for (const auto& e : r.entries) {
+        const bool ok = e.status == FrameStatus::kOk;
+        w.put(static_cast<uint8_t>(e.status));
+        if (r.op == Op::kGetMany) {
+          w.put(static_cast<uint8_t>(ok ? e.tier : kvcache::Tier::kNone));
+          w.zeros(6);
+          w.put(ok ? e.handle : 0);
+          w.put(ok ? e.offset : 0);
+          w.put(ok ? e.length : 0);
+        } else if (r.op == Op::kPutStartMany) {
+          w.put(static_cast<uint8_t>(ok && e.already_resident ? 1 : 0));
+          w.zeros(6);
+          w.put(ok ? e.offset : 0);
+        }
+      }
+      break;
   }
   return w.take();
 }
@@ -266,7 +376,7 @@ Result<Response, FrameError> decode_response(std::span<const uint8_t> frame) {
   if (!rd.get(op) || !valid_op(op)) {
     return malformed(fmt::format("an answer to unknown op {}", op));
   }
-  if (!rd.get(status) || status > static_cast<uint8_t>(FrameStatus::kUnavailable) || !rd.zeros(2)) {
+  if (!rd.get(status) || !valid_status(status) || !rd.zeros(2)) {
     return malformed("a bad answer header");
   }
   Response r;
@@ -310,6 +420,37 @@ Result<Response, FrameError> decode_response(std::span<const uint8_t> frame) {
           uint8_t t = 0;
           ok = rd.get(t) && valid_tier(t);
           r.tiers.push_back(static_cast<kvcache::Tier>(t));
+        }
+        break;
+      }
+      case Op::kGetMany:
+      case Op::kPutStartMany:
+      case Op::kPutEndMany:
+      case Op::kReleaseMany: {
+        uint32_t count = 0;
+        ok = rd.get(count) && rd.zeros(4);
+        const size_t item = r.op == Op::kGetMany ? 32 : r.op == Op::kPutStartMany ? 16 : 1;
+        std::string why;
+        ok = ok && batch_count(rd, r.op, count, item, why);
+        for (uint32_t i = 0; ok && i < count; ++i) {
+          BatchEntry e;
+          uint8_t status = 0;
+          ok = rd.get(status) && valid_status(status);
+          e.status = static_cast<FrameStatus>(status);
+          const bool entry_ok = e.status == FrameStatus::kOk;
+          if (ok && r.op == Op::kGetMany) {
+            uint8_t tier = 0;
+            ok = rd.get(tier) && (entry_ok ? valid_tier(tier) : tier == 0) && rd.zeros(6) &&
+                 rd.get(e.handle) && rd.get(e.offset) && rd.get(e.length) &&
+                 (entry_ok || (e.handle == 0 && e.offset == 0 && e.length == 0));
+            e.tier = static_cast<kvcache::Tier>(tier);
+          } else if (ok && r.op == Op::kPutStartMany) {
+            uint8_t resident = 0;
+            ok = rd.get(resident) && resident <= (entry_ok ? 1 : 0) && rd.zeros(6) && rd.get(e.offset) &&
+                 (entry_ok || e.offset == 0);
+            e.already_resident = resident == 1;
+          }
+          r.entries.push_back(e);
         }
         break;
       }

@@ -12,6 +12,10 @@
 //     GET        key[32]
 //     RELEASE    handle u64
 //     LOOKUP     lease_ms u32 | count u32 | key[32] x count   (count <= kMaxLookupKeys)
+//     GET_MANY        count u32 | 4 zero | key[32] x count                (count <= kMaxBatchKeys)
+//     PUT_START_MANY  count u32 | 4 zero | (key[32] | length u64) x count
+//     PUT_END_MANY    count u32 | 4 zero | key[32] x count
+//     RELEASE_MANY    flags u32 | count u32 | handle u64 x count   (flags bit 0: kNoReply, no answer)
 //   response: magic u32 | op u8 | status u8 | 2 zero bytes | body
 //     status != OK: message_len u16 | message (at most kMaxMessage bytes)
 //     HELLO      version u32 | 4 zero | arena_bytes u64          (+ the arena memfd)
@@ -20,6 +24,12 @@
 //     PUT_END, PUT_ABORT, RELEASE: nothing
 //     GET        handle u64 | offset u64 | length u64 | tier u8 | 7 zero
 //     LOOKUP     lease_until_unix_ms u64 | count u32 | 4 zero | tier u8 x count
+//     GET_MANY        count u32 | 4 zero | (status u8 | tier u8 | 6 zero | handle u64 | offset u64 |
+//                     length u64) x count
+//     PUT_START_MANY  count u32 | 4 zero | (status u8 | resident u8 | 6 zero | offset u64) x count
+//     PUT_END_MANY, RELEASE_MANY  count u32 | 4 zero | status u8 x count
+//   A batch answer carries one entry per key, in order; an entry whose status is not OK has every
+//   other field zero. The frame's own status is OK unless the whole frame was refused.
 //
 // Encoding and decoding are pure; decoding rejects every frame that is not exactly one of these.
 #pragma once
@@ -38,8 +48,14 @@
 namespace cgn::kvcached {
 
 inline constexpr uint32_t kFrameMagic = 0x3143564B;  // "KVC1" in memory
-inline constexpr uint32_t kFastPathVersion = 1;
+// Version 2 added the batch ops; a daemon still accepts version 1's HELLO.
+inline constexpr uint32_t kFastPathVersion = 2;
+inline constexpr uint32_t kFastPathMinVersion = 1;
 inline constexpr size_t kMaxLookupKeys = 256;
+// Keys (or handles) per batch frame: the largest, PUT_START_MANY, is 16 + 40 x 128 bytes.
+inline constexpr size_t kMaxBatchKeys = 128;
+// RELEASE_MANY's flags.
+inline constexpr uint32_t kNoReply = 1;
 inline constexpr size_t kMaxMessage = 256;
 // Larger than any valid frame: a packet this long is refused unread.
 inline constexpr size_t kMaxFrameBytes = 16 + 32 * kMaxLookupKeys;
@@ -52,6 +68,10 @@ enum class Op : uint8_t {
   kGet = 5,
   kRelease = 6,
   kLookup = 7,
+  kGetMany = 8,
+  kPutStartMany = 9,
+  kPutEndMany = 10,
+  kReleaseMany = 11,
 };
 std::string_view to_string(Op op);
 
@@ -66,6 +86,23 @@ enum class FrameStatus : uint8_t {
 };
 std::string_view to_string(FrameStatus s);
 
+// One key's part of a batch: PUT_START_MANY's request (key, length); every batch answer's entry.
+struct PutItem {
+  kvcache::BlockKey key{};
+  uint64_t length = 0;
+  bool operator==(const PutItem&) const = default;
+};
+
+struct BatchEntry {
+  FrameStatus status = FrameStatus::kOk;
+  kvcache::Tier tier = kvcache::Tier::kNone;  // GET_MANY
+  bool already_resident = false;              // PUT_START_MANY
+  uint64_t handle = 0;                        // GET_MANY
+  uint64_t offset = 0;                        // GET_MANY, PUT_START_MANY
+  uint64_t length = 0;                        // GET_MANY
+  bool operator==(const BatchEntry&) const = default;
+};
+
 struct Request {
   Op op = Op::kHello;
   uint32_t version = 0;                 // HELLO
@@ -73,7 +110,10 @@ struct Request {
   uint64_t length = 0;                  // PUT_START
   uint64_t handle = 0;                  // RELEASE
   uint32_t lease_ms = 0;                // LOOKUP
-  std::vector<kvcache::BlockKey> keys;  // LOOKUP
+  std::vector<kvcache::BlockKey> keys;  // LOOKUP, GET_MANY, PUT_END_MANY
+  std::vector<PutItem> puts;            // PUT_START_MANY
+  std::vector<uint64_t> handles;        // RELEASE_MANY
+  bool no_reply = false;                // RELEASE_MANY: flags & kNoReply
 };
 
 struct Response {
@@ -89,6 +129,7 @@ struct Response {
   kvcache::Tier tier = kvcache::Tier::kNone;  // GET
   uint64_t lease_until_unix_ms = 0;           // LOOKUP
   std::vector<kvcache::Tier> tiers;           // LOOKUP
+  std::vector<BatchEntry> entries;            // GET_MANY, PUT_START_MANY, PUT_END_MANY, RELEASE_MANY
 };
 
 enum class FrameError : uint8_t { kMalformed };

@@ -293,10 +293,8 @@ struct FastPathServer::Session {
 
 namespace {
 
-Response too_many_handles(Op op, size_t open) {
-  return error_response(
-      op, FrameStatus::kBusy,
-      fmt::format("{} open puts and gets on this connection (max_handles_per_connection)", open));
+std::string too_many_handles(size_t open) {
+  return fmt::format("{} open puts and gets on this connection (max_handles_per_connection)", open);
 }
 
 }  // namespace
@@ -309,27 +307,30 @@ Response FastPathServer::handle(Session& s, const Request& r) {
   }
   switch (r.op) {
     case Op::kHello:
-      if (r.version != kFastPathVersion) {
-        return error_response(
-            r.op, FrameStatus::kInvalid,
-            fmt::format("protocol version {}; this daemon speaks {}", r.version, kFastPathVersion));
+      if (r.version < kFastPathMinVersion || r.version > kFastPathVersion) {
+        return error_response(r.op, FrameStatus::kInvalid,
+                              fmt::format("protocol version {}; this daemon speaks {} to {}", r.version,
+                                          kFastPathMinVersion, kFastPathVersion));
       }
       s.hello = true;
-      resp.version = kFastPathVersion;
+      resp.version = r.version;
       resp.arena_bytes = store_.arena_bytes();
       s.pass_fd = store_.arena_fd();
       return resp;
-    case Op::kPutStart:
-      return put_start(s, r);
-    case Op::kPutEnd: {
-      auto it = s.puts.find(r.key);
-      if (it == s.puts.end()) {
-        return error_response(r.op, FrameStatus::kInvalid, "no open put of the key on this connection");
+    case Op::kPutStart: {
+      std::string why;
+      const BatchEntry e = put_one(s, r.key, r.length, why);
+      if (e.status != FrameStatus::kOk) {
+        return error_response(r.op, e.status, std::move(why));
       }
-      kvcache::PutHandle h = std::move(it->second);
-      s.puts.erase(it);
-      if (auto st = store_.put_end(std::move(h)); !st) {
-        return error_response(r.op, frame_status(st.error().code), st.error().message);
+      resp.offset = e.offset;
+      resp.already_resident = e.already_resident;
+      return resp;
+    }
+    case Op::kPutEnd: {
+      std::string why;
+      if (const BatchEntry e = put_end_one(s, r.key, why); e.status != FrameStatus::kOk) {
+        return error_response(r.op, e.status, std::move(why));
       }
       return resp;
     }
@@ -338,8 +339,23 @@ Response FastPathServer::handle(Session& s, const Request& r) {
         return error_response(r.op, FrameStatus::kInvalid, "no open put of the key on this connection");
       }
       return resp;
-    case Op::kGet:
-      return get(s, r);
+    case Op::kGet: {
+      std::string why;
+      const BatchEntry e = get_one(s, r.key, why);
+      if (e.status != FrameStatus::kOk) {
+        return error_response(r.op, e.status, std::move(why));
+      }
+      resp.handle = e.handle;
+      resp.offset = e.offset;
+      resp.length = e.length;
+      resp.tier = e.tier;
+      return resp;
+    }
+    case Op::kGetMany:
+    case Op::kPutStartMany:
+    case Op::kPutEndMany:
+    case Op::kReleaseMany:
+      return batch(s, r);
     case Op::kRelease:
       if (s.reads.erase(r.handle) == 0) {
         return error_response(r.op, FrameStatus::kInvalid,
@@ -357,51 +373,132 @@ Response FastPathServer::handle(Session& s, const Request& r) {
   return error_response(r.op, FrameStatus::kInvalid, "unknown op");
 }
 
-Response FastPathServer::put_start(Session& s, const Request& r) {
-  if (s.puts.count(r.key) != 0) {
-    return error_response(r.op, FrameStatus::kBusy, "this connection already has a put of the key open");
+BatchEntry FastPathServer::put_one(Session& s, const kvcache::BlockKey& key, uint64_t length,
+                                   std::string& why) {
+  BatchEntry e;
+  if (s.puts.count(key) != 0) {
+    e.status = FrameStatus::kBusy;
+    why = "this connection already has a put of the key open";
+    return e;
   }
   if (s.open() >= limits_.max_handles) {
-    return too_many_handles(r.op, s.open());
+    e.status = FrameStatus::kBusy;
+    why = too_many_handles(s.open());
+    return e;
   }
-  if (r.length == 0) {
-    return error_response(r.op, FrameStatus::kInvalid, "length must be > 0");
+  if (length == 0) {
+    e.status = FrameStatus::kInvalid;
+    why = "length must be > 0";
+    return e;
   }
-  auto h = store_.put_start(r.key, r.length);
+  auto h = store_.put_start(key, length);
   if (!h) {
-    return error_response(r.op, frame_status(h.error().code), h.error().message);
+    e.status = frame_status(h.error().code);
+    why = h.error().message;
+    return e;
   }
+  if (!h->has_value()) {
+    e.already_resident = true;  // nothing to write, no PUT_END
+    return e;
+  }
+  e.offset = (*h)->arena_offset();
+  s.puts.emplace(key, std::move(**h));
+  return e;
+}
+
+BatchEntry FastPathServer::put_end_one(Session& s, const kvcache::BlockKey& key, std::string& why) {
+  BatchEntry e;
+  auto it = s.puts.find(key);
+  if (it == s.puts.end()) {
+    e.status = FrameStatus::kInvalid;
+    why = "no open put of the key on this connection";
+    return e;
+  }
+  kvcache::PutHandle h = std::move(it->second);
+  s.puts.erase(it);
+  if (auto st = store_.put_end(std::move(h)); !st) {
+    e.status = frame_status(st.error().code);
+    why = st.error().message;
+  }
+  return e;
+}
+
+BatchEntry FastPathServer::get_one(Session& s, const kvcache::BlockKey& key, std::string& why) {
+  BatchEntry e;
+  if (s.open() >= limits_.max_handles) {
+    e.status = FrameStatus::kBusy;
+    why = too_many_handles(s.open());
+    return e;
+  }
+  auto h = store_.get(key, /*pin_in_ram=*/true);
+  if (!h) {
+    e.status = frame_status(h.error().code);
+    why = h.error().message;
+    return e;
+  }
+  if (!h->arena_offset()) {
+    e.status = FrameStatus::kUnavailable;
+    why = "the block could not be pinned in the arena";
+    return e;
+  }
+  e.handle = s.next_handle++;
+  e.offset = *h->arena_offset();
+  e.length = h->data().size();
+  e.tier = h->tier();
+  s.reads.emplace(e.handle, std::move(*h));
+  return e;
+}
+
+Response FastPathServer::batch(Session& s, const Request& r) {
   Response resp;
   resp.op = r.op;
-  if (!h->has_value()) {
-    resp.already_resident = true;  // nothing to write, no PUT_END
-    return resp;
+  std::string why;  // per-key messages do not travel in batch answers
+  switch (r.op) {
+    case Op::kGetMany:
+      for (const auto& k : r.keys) {
+        resp.entries.push_back(get_one(s, k, why));
+      }
+      break;
+    case Op::kPutStartMany:
+      for (const auto& p : r.puts) {
+        resp.entries.push_back(put_one(s, p.key, p.length, why));
+      }
+      break;
+    case Op::kPutEndMany:
+      for (const auto& k : r.keys) {
+        resp.entries.push_back(put_end_one(s, k, why));
+      }
+      break;
+    case Op::kReleaseMany:
+      for (const auto h : r.handles) {
+        BatchEntry e;
+        e.status = s.reads.erase(h) == 0 ? FrameStatus::kInvalid : FrameStatus::kOk;
+        resp.entries.push_back(e);
+      }
+      break;
+    default:
+      return error_response(r.op, FrameStatus::kInvalid, "not a batch op");
   }
-  resp.offset = (*h)->arena_offset();
-  s.puts.emplace(r.key, std::move(**h));
   return resp;
 }
 
-Response FastPathServer::get(Session& s, const Request& r) {
-  if (s.open() >= limits_.max_handles) {
-    return too_many_handles(r.op, s.open());
+namespace {
+
+// The status a frame is counted under: its own, or for a batch answer the first key's that is not
+// OK (OK when every key is).
+FrameStatus counted_status(const Response& r) {
+  if (r.status != FrameStatus::kOk) {
+    return r.status;
   }
-  auto h = store_.get(r.key, /*pin_in_ram=*/true);
-  if (!h) {
-    return error_response(r.op, frame_status(h.error().code), h.error().message);
+  for (const auto& e : r.entries) {
+    if (e.status != FrameStatus::kOk) {
+      return e.status;
+    }
   }
-  if (!h->arena_offset()) {
-    return error_response(r.op, FrameStatus::kUnavailable, "the block could not be pinned in the arena");
-  }
-  Response resp;
-  resp.op = r.op;
-  resp.handle = s.next_handle++;
-  resp.offset = *h->arena_offset();
-  resp.length = h->data().size();
-  resp.tier = h->tier();
-  s.reads.emplace(resp.handle, std::move(*h));
-  return resp;
+  return FrameStatus::kOk;
 }
+
+}  // namespace
 
 void FastPathServer::serve(Conn& conn) {
   Session session;
@@ -415,6 +512,7 @@ void FastPathServer::serve(Conn& conn) {
       return;  // closed by the peer, or stop()
     }
     Response resp;
+    bool reply = true;
     if (static_cast<size_t>(n) > kMaxFrameBytes) {
       resp = error_response(Op::kHello, FrameStatus::kInvalid,
                             fmt::format("a {}-byte frame; at most {}", n, kMaxFrameBytes));
@@ -423,8 +521,12 @@ void FastPathServer::serve(Conn& conn) {
       resp = error_response(Op::kHello, FrameStatus::kInvalid, req.error().message);
     } else {
       resp = handle(session, *req);
+      reply = !(req->op == Op::kReleaseMany && req->no_reply);
     }
-    metrics_.fast_path_request(to_string(resp.op), to_string(resp.status));
+    metrics_.fast_path_request(to_string(resp.op), to_string(counted_status(resp)));
+    if (!reply) {
+      continue;
+    }
     const int pass_fd = std::exchange(session.pass_fd, -1);
     if (!send_frame(conn.fd, resp, pass_fd)) {
       return;

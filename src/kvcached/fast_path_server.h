@@ -5,6 +5,9 @@
 // A connection owns what it opened: its reserved puts (aborted) and pinned gets (released) go
 // when it closes, however it closes. At most max_connections connections (one more gets a BUSY
 // answer and is closed) and max_handles open puts and gets per connection (one more: BUSY).
+// Batch frames (GET_MANY, PUT_START_MANY, PUT_END_MANY, RELEASE_MANY) do each key in order, as
+// the single-key op would, and answer per key; RELEASE_MANY with kNoReply gets no answer (an
+// unknown handle in it is counted in the requests metric under RELEASE_MANY/INVALID).
 //
 // Threads: one accept thread and one thread per connection, all joined by stop(). A connection
 // thread blocks in recv; stop() shuts the sockets down to wake them.
@@ -62,8 +65,11 @@ class FastPathServer {
   bool admit(int fd);
   void serve(Conn& conn);
   Response handle(Session& s, const Request& r);
-  Response put_start(Session& s, const Request& r);
-  Response get(Session& s, const Request& r);
+  // One key's put or get: the entry, and what went wrong in `why` when its status is not OK.
+  BatchEntry put_one(Session& s, const kvcache::BlockKey& key, uint64_t length, std::string& why);
+  BatchEntry get_one(Session& s, const kvcache::BlockKey& key, std::string& why);
+  BatchEntry put_end_one(Session& s, const kvcache::BlockKey& key, std::string& why);
+  Response batch(Session& s, const Request& r);
   void reap_finished();
 
   kvcache::BlockStore& store_;

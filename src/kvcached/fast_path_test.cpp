@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <utility>
+
 namespace cgn::kvcached {
 namespace {
 
@@ -119,6 +122,143 @@ TEST(FastPathFrames, MalformedRequestsAreRefusedWithAReason) {
   const uint32_t two = 2;
   std::memcpy(frame.data() + 12, &two, 4);
   EXPECT_THAT(decode_request(frame).error().message, HasSubstr("carries 32 key bytes"));
+}
+
+TEST(FastPathFrames, BatchRequestsRoundTrip) {
+  Request get;
+  get.op = Op::kGetMany;
+  get.keys = {key_of(1), key_of(2), key_of(3)};
+  Request start;
+  start.op = Op::kPutStartMany;
+  start.puts = {{key_of(4), 65536}, {key_of(5), 1}};
+  Request end;
+  end.op = Op::kPutEndMany;
+  end.keys = {key_of(6)};
+  Request rel;
+  rel.op = Op::kReleaseMany;
+  rel.handles = {7, 8, 9, 10};
+  rel.no_reply = true;
+  Request full;
+  full.op = Op::kPutStartMany;
+  full.puts.resize(kMaxBatchKeys);
+  const std::pair<const Request*, size_t> cases[] = {{&get, 16 + 3 * 32},
+                                                     {&start, 16 + 2 * 40},
+                                                     {&end, 16 + 32},
+                                                     {&rel, 16 + 4 * 8},
+                                                     {&full, 16 + 128 * 40}};
+  for (const auto& [req, size] : cases) {
+    const auto bytes = encode(*req);
+    EXPECT_EQ(bytes.size(), size) << to_string(req->op);
+    EXPECT_LE(bytes.size(), kMaxFrameBytes);
+    auto back = decode_request(bytes);
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ(back->op, req->op);
+    EXPECT_EQ(back->keys, req->keys);
+    EXPECT_EQ(back->puts, req->puts);
+    EXPECT_EQ(back->handles, req->handles);
+    EXPECT_EQ(back->no_reply, req->no_reply);
+  }
+}
+
+TEST(FastPathFrames, BatchAnswersRoundTripPerKey) {
+  BatchEntry found;
+  found.handle = 3;
+  found.offset = 4096;
+  found.length = 65536;
+  found.tier = kvcache::Tier::kRam;
+  BatchEntry missing;
+  missing.status = FrameStatus::kNotFound;
+  BatchEntry started;
+  started.offset = 8192;
+  BatchEntry resident;
+  resident.already_resident = true;
+  BatchEntry busy;
+  busy.status = FrameStatus::kBusy;
+  Response get;
+  get.op = Op::kGetMany;
+  get.entries = {found, missing};
+  Response start;
+  start.op = Op::kPutStartMany;
+  start.entries = {started, resident, busy};
+  Response end;
+  end.op = Op::kPutEndMany;
+  end.entries = {BatchEntry{}, busy};
+  Response rel;
+  rel.op = Op::kReleaseMany;
+  rel.entries = {missing};
+  const std::pair<const Response*, size_t> cases[] = {
+      {&get, 16 + 2 * 32}, {&start, 16 + 3 * 16}, {&end, 16 + 2}, {&rel, 16 + 1}};
+  for (const auto& [resp, size] : cases) {
+    const auto bytes = encode(*resp);
+    EXPECT_EQ(bytes.size(), size) << to_string(resp->op);
+    auto back = decode_response(bytes);
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ(back->op, resp->op);
+    EXPECT_EQ(back->entries, resp->entries);
+  }
+  // A failed key's other fields travel as zero, whatever the struct held.
+  Response odd;
+  odd.op = Op::kGetMany;
+  odd.entries = {missing};
+  odd.entries[0].offset = 77;
+  auto back = decode_response(encode(odd));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->entries[0].offset, 0u);
+}
+
+TEST(FastPathFrames, MalformedBatchFramesAreRefusedWithAReason) {
+  Request get;
+  get.op = Op::kGetMany;
+  get.keys = {key_of(1)};
+  auto frame = encode(get);
+  const uint32_t too_many = kMaxBatchKeys + 1;
+  std::memcpy(frame.data() + 8, &too_many, 4);
+  EXPECT_THAT(decode_request(frame).error().message, HasSubstr("GET_MANY of 129 keys; 1 to 128"));
+  const uint32_t zero = 0;
+  std::memcpy(frame.data() + 8, &zero, 4);
+  EXPECT_THAT(decode_request(frame).error().message, HasSubstr("GET_MANY of 0 keys"));
+  const uint32_t two = 2;
+  std::memcpy(frame.data() + 8, &two, 4);
+  EXPECT_THAT(decode_request(frame).error().message, HasSubstr("carries 32 bytes of entries; 64 expected"));
+  frame = encode(get);
+  frame[12] = 1;  // the zero bytes after count
+  EXPECT_THAT(decode_request(frame).error().message, HasSubstr("wrong size"));
+
+  Request start;
+  start.op = Op::kPutStartMany;
+  start.puts = {{key_of(1), 10}};
+  frame = encode(start);
+  frame.pop_back();  // a torn length
+  EXPECT_THAT(decode_request(frame).error().message, HasSubstr("PUT_START_MANY of 1 keys carries 39 bytes"));
+
+  Request rel;
+  rel.op = Op::kReleaseMany;
+  rel.handles = {1};
+  frame = encode(rel);
+  frame[8] = 2;  // an undefined flag
+  EXPECT_THAT(decode_request(frame).error().message, HasSubstr("RELEASE_MANY flags 0x2"));
+
+  // Answers: a count that disagrees with the entries, a failed entry with fields set, a bad tier.
+  Response resp;
+  resp.op = Op::kGetMany;
+  BatchEntry e;
+  e.tier = kvcache::Tier::kRam;
+  e.length = 5;
+  resp.entries = {e};
+  auto answer = encode(resp);
+  ASSERT_TRUE(decode_response(answer).ok());
+  auto bad = answer;
+  std::memcpy(bad.data() + 8, &two, 4);
+  EXPECT_FALSE(decode_response(bad).ok());
+  bad = answer;
+  bad[16] = static_cast<uint8_t>(FrameStatus::kNotFound);  // not OK, yet tier and length set
+  EXPECT_FALSE(decode_response(bad).ok());
+  bad = answer;
+  bad[17] = 9;  // tier
+  EXPECT_FALSE(decode_response(bad).ok());
+  bad = answer;
+  bad[16] = 42;  // status
+  EXPECT_FALSE(decode_response(bad).ok());
 }
 
 TEST(FastPathFrames, ErrorMessagesAreCut) {

@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
@@ -57,21 +58,29 @@ ClientError client_error(FrameStatus s) {
   return ClientError::kUnavailable;
 }
 
-// Sends one request and reads its answer (and, for HELLO, the fd passed with it).
-Result<Response, ClientError> exchange(int fd, const Request& req, int* passed_fd = nullptr) {
+bool send_request(int fd, const Request& req) {
   const std::vector<uint8_t> out = encode(req);
   ssize_t n;
   do {
     n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(out.size());
+}
+
+// A batch answer with one entry per request key.
+Result<Response, ClientError> exchange_batch(int fd, const Request& req, size_t count);
+
+// Sends one request and reads its answer (and, for HELLO, the fd passed with it).
+Result<Response, ClientError> exchange(int fd, const Request& req, int* passed_fd = nullptr) {
   int recv_flags = MSG_CMSG_CLOEXEC;
   std::string send_error;
-  if (n != static_cast<ssize_t>(out.size())) {
+  if (!send_request(fd, req)) {
     // The daemon may have answered and closed first (a refused connection): read what it said.
     send_error = fmt::format("{}: send: {}", to_string(req.op), std::generic_category().message(errno));
     recv_flags |= MSG_DONTWAIT;
   }
   uint8_t buf[kMaxFrameBytes];
+  ssize_t n;
   iovec iov{buf, sizeof buf};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -114,6 +123,15 @@ Result<Response, ClientError> exchange(int fd, const Request& req, int* passed_f
   return std::move(*resp);
 }
 
+Result<Response, ClientError> exchange_batch(int fd, const Request& req, size_t count) {
+  auto resp = exchange(fd, req);
+  if (resp && resp->entries.size() != count) {
+    return make_error(ClientError::kProtocol, fmt::format("{}: {} answers to {} keys", to_string(req.op),
+                                                          resp->entries.size(), count));
+  }
+  return resp;
+}
+
 }  // namespace
 
 BlockView::BlockView(BlockView&& other) noexcept
@@ -139,13 +157,14 @@ BlockView::~BlockView() {
 
 void BlockView::release() {
   if (client_ != nullptr) {
-    client_->release(handle_);
+    client_->release(std::span<const uint64_t>(&handle_, 1));
     client_ = nullptr;
     data_ = {};
   }
 }
 
-Result<std::unique_ptr<LocalClient>, ClientError> LocalClient::connect(const std::string& socket_path) {
+Result<std::unique_ptr<LocalClient>, ClientError> LocalClient::connect(const std::string& socket_path,
+                                                                       LocalConnectOptions options) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.empty() || socket_path.size() >= sizeof addr.sun_path) {
@@ -174,7 +193,8 @@ Result<std::unique_ptr<LocalClient>, ClientError> LocalClient::connect(const std
   if (arena_fd < 0 || resp->arena_bytes == 0) {
     return make_error(ClientError::kProtocol, fmt::format("{}: HELLO came without the arena", socket_path));
   }
-  void* p = ::mmap(nullptr, resp->arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, arena_fd, 0);
+  const int populate = options.prefault ? MAP_POPULATE : 0;
+  void* p = ::mmap(nullptr, resp->arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | populate, arena_fd, 0);
   ::close(arena_fd);
   if (p == MAP_FAILED) {
     return make_error(ClientError::kConnect, fmt::format("{}: mmap of the arena: {}", socket_path,
@@ -274,11 +294,115 @@ Result<LocalLookup, ClientError> LocalClient::lookup(std::span<const kvcache::Bl
   return LocalLookup{std::move(resp->tiers), resp->lease_until_unix_ms};
 }
 
-void LocalClient::release(uint64_t handle) {
+void LocalClient::release(std::span<const uint64_t> handles) {
   Request req;
-  req.op = Op::kRelease;
-  req.handle = handle;
-  (void)exchange(fd_, req);  // a broken connection releases everything anyway
+  req.op = Op::kReleaseMany;
+  req.no_reply = true;
+  req.handles.assign(handles.begin(), handles.end());
+  (void)send_request(fd_, req);  // a broken connection releases everything anyway
+}
+
+Result<std::vector<KeyResult>, ClientError> LocalClient::put_many(
+    std::span<const kvcache::BlockKey> keys, std::span<const std::span<const uint8_t>> values) {
+  if (keys.size() != values.size()) {
+    return make_error(ClientError::kInvalid,
+                      fmt::format("put_many: {} keys and {} values", keys.size(), values.size()));
+  }
+  std::vector<KeyResult> results(keys.size());
+  for (size_t first = 0; first < keys.size(); first += kMaxBatchKeys) {
+    const size_t n = std::min(kMaxBatchKeys, keys.size() - first);
+    Request start;
+    start.op = Op::kPutStartMany;
+    for (size_t i = 0; i < n; ++i) {
+      start.puts.push_back({keys[first + i], values[first + i].size()});
+    }
+    auto started = exchange_batch(fd_, start, n);
+    if (!started) {
+      return started.error();
+    }
+    Request end;
+    end.op = Op::kPutEndMany;
+    std::vector<size_t> ended;  // end.keys[j] is key first + ended[j]
+    for (size_t i = 0; i < n; ++i) {
+      const BatchEntry& e = started->entries[i];
+      if (e.status != FrameStatus::kOk) {
+        results[first + i].error = client_error(e.status);
+        continue;
+      }
+      if (e.already_resident) {
+        continue;
+      }
+      const auto value = values[first + i];
+      if (e.offset > arena_bytes_ || value.size() > arena_bytes_ - e.offset) {
+        return make_error(ClientError::kProtocol, "PUT_START_MANY: an offset outside the arena");
+      }
+      std::memcpy(arena_rw_ + e.offset, value.data(), value.size());
+      end.keys.push_back(keys[first + i]);
+      ended.push_back(first + i);
+    }
+    if (end.keys.empty()) {
+      continue;
+    }
+    auto done = exchange_batch(fd_, end, end.keys.size());
+    if (!done) {
+      return done.error();
+    }
+    for (size_t j = 0; j < ended.size(); ++j) {
+      if (done->entries[j].status != FrameStatus::kOk) {
+        results[ended[j]].error = client_error(done->entries[j].status);
+      }
+    }
+  }
+  return results;
+}
+
+Result<std::vector<KeyResult>, ClientError> LocalClient::get_many(std::span<const kvcache::BlockKey> keys,
+                                                                  std::span<const std::span<uint8_t>> outs) {
+  if (keys.size() != outs.size()) {
+    return make_error(ClientError::kInvalid,
+                      fmt::format("get_many: {} keys and {} buffers", keys.size(), outs.size()));
+  }
+  std::vector<KeyResult> results(keys.size());
+  for (size_t first = 0; first < keys.size(); first += kMaxBatchKeys) {
+    const size_t n = std::min(kMaxBatchKeys, keys.size() - first);
+    Request get;
+    get.op = Op::kGetMany;
+    get.keys.assign(keys.begin() + static_cast<ptrdiff_t>(first),
+                    keys.begin() + static_cast<ptrdiff_t>(first + n));
+    auto resp = exchange_batch(fd_, get, n);
+    if (!resp) {
+      return resp.error();
+    }
+    std::vector<uint64_t> pinned;
+    bool outside = false;
+    for (size_t i = 0; i < n; ++i) {
+      const BatchEntry& e = resp->entries[i];
+      KeyResult& r = results[first + i];
+      if (e.status != FrameStatus::kOk) {
+        r.error = client_error(e.status);
+        continue;
+      }
+      pinned.push_back(e.handle);
+      if (e.offset > arena_bytes_ || e.length > arena_bytes_ - e.offset) {
+        outside = true;
+        continue;
+      }
+      r.length = e.length;
+      r.tier = e.tier;
+      if (e.length > outs[first + i].size()) {
+        r.error = ClientError::kTooLarge;
+        continue;
+      }
+      std::memcpy(outs[first + i].data(), arena_ + e.offset, e.length);
+    }
+    if (!pinned.empty()) {
+      release(pinned);
+    }
+    if (outside) {
+      return make_error(ClientError::kProtocol, "GET_MANY: a block outside the arena");
+    }
+  }
+  return results;
 }
 
 }  // namespace cgn::kvcached

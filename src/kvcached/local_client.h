@@ -8,6 +8,11 @@
 //   auto n = c->get(key, out);           // GET, memcpy out of the arena, RELEASE
 //   auto v = c->view(key);               // GET; v->data() is read in place until v is destroyed
 //   auto run = c->lookup(keys, 5000);    // LOOKUP with a 5 s lease
+//   auto r = c->put_many(keys, values);  // PUT_START_MANY, memcpy each, PUT_END_MANY
+//   auto r = c->get_many(keys, outs);    // GET_MANY, memcpy each, RELEASE_MANY (no answer)
+//
+// The batch calls cost two round trips (put) or one (get) per kMaxBatchKeys keys, whatever the
+// number of keys, and answer per key; a block that fails does not fail the others.
 //
 // Keys travel already derived (kvcache::KeyDeriver, the daemon's own code), so both sides agree.
 //
@@ -19,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,10 +63,25 @@ struct LocalLookup {
   uint64_t lease_until_unix_ms = 0;  // 0: nothing leased
 };
 
+struct LocalConnectOptions {
+  // Map the arena with MAP_POPULATE, so that no copy into or out of it takes a page fault. Costs
+  // the page-table setup of the whole arena at connect (docs/kvcached.md has the numbers).
+  bool prefault = true;
+};
+
+// One key's outcome in a batch call.
+struct KeyResult {
+  std::optional<ClientError> error;           // nullopt: done
+  uint64_t length = 0;                        // get_many: the block's length
+  kvcache::Tier tier = kvcache::Tier::kNone;  // get_many: the tier it was found in
+  bool ok() const { return !error.has_value(); }
+};
+
 class LocalClient {
  public:
   // Connects, sends HELLO and maps the arena the daemon hands over.
-  static Result<std::unique_ptr<LocalClient>, ClientError> connect(const std::string& socket_path);
+  static Result<std::unique_ptr<LocalClient>, ClientError> connect(const std::string& socket_path,
+                                                                   LocalConnectOptions options = {});
   ~LocalClient();
   LocalClient(const LocalClient&) = delete;
   LocalClient& operator=(const LocalClient&) = delete;
@@ -76,12 +97,23 @@ class LocalClient {
   // (fast_path.h).
   Result<LocalLookup, ClientError> lookup(std::span<const kvcache::BlockKey> keys, uint32_t lease_ms);
 
+  // Stores keys[i] = values[i] for every i (keys.size() == values.size()), kMaxBatchKeys keys a
+  // frame: one result per key (ok when already resident). The call's own error is for a broken
+  // connection or a malformed answer (then which keys were stored is unknown).
+  Result<std::vector<KeyResult>, ClientError> put_many(std::span<const kvcache::BlockKey> keys,
+                                                       std::span<const std::span<const uint8_t>> values);
+  // Copies block keys[i] into outs[i] (keys.size() == outs.size()): one result per key, with the
+  // block's length; kNotFound for a missing block, kTooLarge when outs[i] is too small.
+  Result<std::vector<KeyResult>, ClientError> get_many(std::span<const kvcache::BlockKey> keys,
+                                                       std::span<const std::span<uint8_t>> outs);
+
   uint64_t arena_bytes() const { return arena_bytes_; }
 
  private:
   friend class BlockView;
   LocalClient() = default;
-  void release(uint64_t handle);
+  // RELEASE_MANY with kNoReply: sent, not answered.
+  void release(std::span<const uint64_t> handles);
 
   int fd_ = -1;
   const uint8_t* arena_ = nullptr;  // read-write mapping, const for views
