@@ -8,8 +8,11 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <optional>
+#include <span>
 #include <thread>
 
 #include "cognitora/v1/kvcached.grpc.pb.h"
@@ -133,9 +136,196 @@ TEST_F(KvcachedDaemon, FastPathRoundTripsAndSharesKeysWithGrpc) {
   auto missing = lc.get(key_of(digest_of(2, 9)), out);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code, ClientError::kNotFound);
-  auto stats = client_->stats();
-  ASSERT_TRUE(stats.ok());
-  EXPECT_EQ(stats->pins_active, 0u) << "every view was released";
+  // A view's RELEASE has no answer to wait for: the daemon drops the pin when it reads the frame.
+  EXPECT_TRUE(testing::wait_until(
+      [&] {
+        auto stats = client_->stats();
+        return stats.ok() && stats->pins_active == 0;
+      },
+      10s))
+      << "every view was released";
+}
+
+// Sends raw bytes as one packet on a fresh fast-path connection; the answer packet.
+std::vector<uint8_t> raw_exchange(int fd, const std::vector<uint8_t>& bytes) {
+  EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  std::vector<uint8_t> buf(kMaxFrameBytes);
+  const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+  buf.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return buf;
+}
+
+uint64_t pins_active(KvClient& c) {
+  auto stats = c.stats();
+  EXPECT_TRUE(stats.ok()) << stats.error().message;
+  return stats.ok() ? stats->pins_active : ~uint64_t{0};
+}
+
+TEST_F(KvcachedDaemon, FastPathBatchesReportEveryKeyAndReleaseTheirPins) {
+  auto c = LocalClient::connect(daemon_->socket());
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  LocalClient& lc = **c;
+  // Mixed sizes, more keys than one frame carries, and three keys that must fail on their own:
+  // an empty value, one over max_block_bytes, and a second put of a key within the same batch.
+  std::vector<kvcache::BlockKey> keys;
+  std::vector<std::vector<uint8_t>> values;
+  const size_t sizes[] = {4096, 65536, 1 << 20, 300000, 17};
+  for (uint64_t i = 0; i < kMaxBatchKeys + 40; ++i) {
+    keys.push_back(key_of(digest_of(7, i)));
+    values.push_back(block_bytes(7, i, sizes[i % 5]));
+  }
+  const size_t empty = 3, huge = kMaxBatchKeys + 5, dup = kMaxBatchKeys + 8;
+  values[empty].clear();
+  values[huge] = std::vector<uint8_t>((16u << 20) + 1, 1);
+  keys[dup] = keys[dup - 1];
+  std::vector<std::span<const uint8_t>> spans(values.begin(), values.end());
+  auto put = lc.put_many(keys, spans);
+  ASSERT_TRUE(put.ok()) << put.error().message;
+  ASSERT_EQ(put->size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i == empty) {
+      EXPECT_EQ((*put)[i].error, ClientError::kInvalid);
+    } else if (i == huge) {
+      EXPECT_EQ((*put)[i].error, ClientError::kTooLarge);
+    } else if (i == dup) {
+      EXPECT_EQ((*put)[i].error, ClientError::kBusy) << "the same key's put is open in this batch";
+    } else {
+      EXPECT_TRUE((*put)[i].ok()) << i << ": " << to_string(*(*put)[i].error);
+    }
+  }
+  // Putting the run again: everything stored is already resident, still ok.
+  auto again = lc.put_many(std::span(keys).first(10), std::span(spans).first(10));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(std::count_if(again->begin(), again->end(), [](const KeyResult& r) { return r.ok(); }), 9);
+
+  // Read back with some keys missing and one buffer too small.
+  const size_t missing = 20, small = 21;
+  keys[missing] = key_of(digest_of(8, 1));
+  std::vector<std::vector<uint8_t>> outs(keys.size(), std::vector<uint8_t>(1 << 20));
+  outs[small].resize(values[small].size() - 1);
+  std::vector<std::span<uint8_t>> out_spans(outs.begin(), outs.end());
+  auto got = lc.get_many(keys, out_spans);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  ASSERT_EQ(got->size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const KeyResult& r = (*got)[i];
+    if (i == empty || i == huge || i == missing) {
+      EXPECT_EQ(r.error, ClientError::kNotFound) << i << " of " << keys.size();
+    } else if (i == small) {
+      EXPECT_EQ(r.error, ClientError::kTooLarge);
+      EXPECT_EQ(r.length, values[i].size()) << "the block's length, to size the buffer";
+    } else {
+      ASSERT_TRUE(r.ok()) << i << ": " << to_string(*r.error);
+      const auto& want = i == dup ? values[i - 1] : values[i];
+      ASSERT_EQ(r.length, want.size()) << i;
+      EXPECT_EQ(r.tier, kvcache::Tier::kRam);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), outs[i].begin())) << i;
+    }
+  }
+  EXPECT_TRUE(testing::wait_until([&] { return pins_active(*client_) == 0; }, 10s))
+      << "get_many's no-answer RELEASE_MANY dropped every pin";
+
+  auto mismatched = lc.get_many(keys, std::span(out_spans).first(2));
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_EQ(mismatched.error().code, ClientError::kInvalid);
+}
+
+TEST_F(KvcachedDaemon, ANoReplyReleaseDropsThePinsAndUnknownHandlesAreCounted) {
+  auto c = LocalClient::connect(daemon_->socket());
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  std::vector<kvcache::BlockKey> keys;
+  std::vector<std::vector<uint8_t>> values;
+  for (uint64_t i = 0; i < 4; ++i) {
+    keys.push_back(key_of(digest_of(9, i)));
+    values.push_back(block_bytes(9, i, 8192));
+  }
+  std::vector<std::span<const uint8_t>> spans(values.begin(), values.end());
+  ASSERT_TRUE((*c)->put_many(keys, spans).ok());
+
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, daemon_->socket().c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  Request hello;
+  hello.op = Op::kHello;
+  hello.version = kFastPathVersion;
+  ASSERT_TRUE(decode_response(raw_exchange(fd, encode(hello))).ok());
+  Request get;
+  get.op = Op::kGetMany;
+  get.keys = keys;
+  auto pinned = decode_response(raw_exchange(fd, encode(get)));
+  ASSERT_TRUE(pinned.ok());
+  ASSERT_EQ(pinned->entries.size(), 4u);
+  EXPECT_EQ(pins_active(*client_), 4u);
+
+  Request rel;
+  rel.op = Op::kReleaseMany;
+  rel.no_reply = true;
+  for (const auto& e : pinned->entries) {
+    rel.handles.push_back(e.handle);
+  }
+  rel.handles.push_back(999);  // never handed out
+  const auto frame = encode(rel);
+  ASSERT_EQ(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL), static_cast<ssize_t>(frame.size()));
+  EXPECT_TRUE(testing::wait_until([&] { return pins_active(*client_) == 0; }, 10s));
+  // No answer came for it: the next request's answer is the next packet.
+  Request lookup;
+  lookup.op = Op::kLookup;
+  lookup.keys = keys;
+  auto looked = decode_response(raw_exchange(fd, encode(lookup)));
+  ASSERT_TRUE(looked.ok());
+  EXPECT_EQ(looked->op, Op::kLookup);
+  EXPECT_EQ(looked->tiers.size(), 4u);
+  // The same frame with an answer reports the unknown handles per key.
+  rel.no_reply = false;
+  rel.handles = {pinned->entries[0].handle, 999};
+  auto answered = decode_response(raw_exchange(fd, encode(rel)));
+  ASSERT_TRUE(answered.ok());
+  ASSERT_EQ(answered->entries.size(), 2u);
+  EXPECT_EQ(answered->entries[0].status, FrameStatus::kInvalid) << "already released";
+  EXPECT_EQ(answered->entries[1].status, FrameStatus::kInvalid);
+  ::close(fd);
+  const std::string page = scrape(daemon_->metrics_port());
+  EXPECT_EQ(
+      testing::metric(page, R"(cgn_kvcached_fast_path_requests_total{op="RELEASE_MANY",status="INVALID"})"),
+      2.0);
+}
+
+TEST(KvcachedBatchLimits, HandlesPerConnectionStayCappedInABatch) {
+  TempDir dir;
+  Daemon d(dir, "kv", "ram_bytes = 16777216\nmax_block_bytes = 1048576\nmax_handles_per_connection = 3\n");
+  ASSERT_TRUE(d.start());
+  auto c = LocalClient::connect(d.socket());
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  std::vector<kvcache::BlockKey> keys;
+  std::vector<std::vector<uint8_t>> values;
+  for (uint64_t i = 0; i < 5; ++i) {
+    keys.push_back(key_of(digest_of(10, i)));
+    values.push_back(block_bytes(10, i, 4096));
+  }
+  std::vector<std::span<const uint8_t>> spans(values.begin(), values.end());
+  auto put = (*c)->put_many(keys, spans);
+  ASSERT_TRUE(put.ok()) << put.error().message;
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ((*put)[i].error, i < 3 ? std::nullopt : std::optional(ClientError::kBusy)) << i;
+  }
+  // Three stored; a batched read of five pins at most three at once, the rest answered BUSY.
+  std::vector<std::vector<uint8_t>> outs(5, std::vector<uint8_t>(4096));
+  std::vector<std::span<uint8_t>> out_spans(outs.begin(), outs.end());
+  auto first3 = std::span(keys).first(3);
+  std::vector<kvcache::BlockKey> twice(first3.begin(), first3.end());
+  twice.insert(twice.end(), first3.begin(), first3.begin() + 2);
+  auto got = (*c)->get_many(twice, out_spans);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ((*got)[i].error, i < 3 ? std::nullopt : std::optional(ClientError::kBusy)) << i;
+  }
+  // Released without an answer, so the next batch has its handles back.
+  auto next = (*c)->get_many(std::span(twice).first(3), std::span(out_spans).first(3));
+  ASSERT_TRUE(next.ok());
+  EXPECT_TRUE(std::all_of(next->begin(), next->end(), [](const KeyResult& r) { return r.ok(); }));
+  EXPECT_EQ(outs[2], values[2]);
 }
 
 TEST_F(KvcachedDaemon, ConcurrentReadersAndWritersSeeWholeBlocks) {
@@ -320,15 +510,6 @@ TEST_F(KvcachedDaemon, ACancelledPutLeavesNothingBehind) {
   EXPECT_EQ(*client_->get(test_ns(), d), bytes);
 }
 
-// Sends raw bytes as one packet on a fresh fast-path connection; the answer packet.
-std::vector<uint8_t> raw_exchange(int fd, const std::vector<uint8_t>& bytes) {
-  EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
-  std::vector<uint8_t> buf(kMaxFrameBytes);
-  const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
-  buf.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  return buf;
-}
-
 TEST_F(KvcachedDaemon, GarbageOnTheSocketGetsErrorFramesAndTheDaemonKeepsServing) {
   const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
   sockaddr_un addr{};
@@ -350,15 +531,39 @@ TEST_F(KvcachedDaemon, GarbageOnTheSocketGetsErrorFramesAndTheDaemonKeepsServing
   r = answer(encode(get));
   EXPECT_EQ(r.status, FrameStatus::kInvalid);
   EXPECT_EQ(r.message, "HELLO first");
-  Request rel;
-  rel.op = Op::kRelease;
-  rel.handle = 5;
   Request hello;
   hello.op = Op::kHello;
   hello.version = 99;
   r = answer(encode(hello));
   EXPECT_EQ(r.status, FrameStatus::kInvalid);
   EXPECT_NE(r.message.find("protocol version 99"), std::string::npos) << r.message;
+  // Batched garbage: too many keys, a torn entry, an unknown flag. A RELEASE_MANY asking for no
+  // answer is answered when it cannot be decoded.
+  hello.version = kFastPathVersion;
+  ASSERT_EQ(answer(encode(hello)).status, FrameStatus::kOk);
+  Request many;
+  many.op = Op::kGetMany;
+  many.keys.resize(kMaxBatchKeys + 1);
+  r = answer(encode(many));
+  EXPECT_EQ(r.status, FrameStatus::kInvalid);
+  EXPECT_NE(r.message.find("GET_MANY of 129 keys; 1 to 128"), std::string::npos) << r.message;
+  Request start;
+  start.op = Op::kPutStartMany;
+  start.puts.resize(2);
+  auto torn = encode(start);
+  torn.resize(torn.size() - 3);
+  r = answer(torn);
+  EXPECT_EQ(r.status, FrameStatus::kInvalid);
+  EXPECT_NE(r.message.find("PUT_START_MANY of 2 keys carries 77 bytes"), std::string::npos) << r.message;
+  Request rel;
+  rel.op = Op::kReleaseMany;
+  rel.no_reply = true;
+  rel.handles = {5};
+  auto flagged = encode(rel);
+  flagged[8] |= 0x80;
+  r = answer(flagged);
+  EXPECT_EQ(r.status, FrameStatus::kInvalid);
+  EXPECT_NE(r.message.find("RELEASE_MANY flags 0x81"), std::string::npos) << r.message;
   ::close(fd);
 
   // A real client still works, and releasing a handle it never had is refused, not fatal.
@@ -372,7 +577,7 @@ TEST_F(KvcachedDaemon, GarbageOnTheSocketGetsErrorFramesAndTheDaemonKeepsServing
   const std::string page = scrape(daemon_->metrics_port());
   // Undecodable frames are answered (and counted) as HELLO, the rest under their op.
   EXPECT_EQ(testing::metric(page, R"(cgn_kvcached_fast_path_requests_total{op="HELLO",status="INVALID"})"),
-            3.0);
+            6.0);
   EXPECT_EQ(testing::metric(page, R"(cgn_kvcached_fast_path_requests_total{op="GET",status="INVALID"})"),
             1.0);
 }
