@@ -196,6 +196,18 @@ class GrpcConn final : public BlockConn {
   kvcache::BlockNamespace ns_;
 };
 
+// The fast path's batch calls: kMaxBatchKeys keys a frame, every key's failure reported.
+template <class Results>
+Status<BenchError> all_ok(const Results& results, std::span<const uint64_t> ids, const char* what) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) {
+      return make_error(BenchError::kTarget, std::string(what) + " of block " + std::to_string(ids[i]) +
+                                                 ": " + std::string(kvcached::to_string(*results[i].error)));
+    }
+  }
+  return Ok{};
+}
+
 class LocalConn final : public BlockConn {
  public:
   LocalConn(std::unique_ptr<kvcached::LocalClient> c, kvcache::KeyDeriver keys)
@@ -214,8 +226,39 @@ class LocalConn final : public BlockConn {
     }
     return *r;
   }
+  Status<BenchError> put_many(std::span<const uint64_t> ids,
+                              std::span<const std::span<const uint8_t>> values) override {
+    auto r = c_->put_many(keys_of(ids), values);
+    if (!r) {
+      return target_error(r.error());
+    }
+    return all_ok(*r, ids, "put");
+  }
+  Result<std::vector<uint64_t>, BenchError> get_many(std::span<const uint64_t> ids,
+                                                     std::span<const std::span<uint8_t>> outs) override {
+    auto r = c_->get_many(keys_of(ids), outs);
+    if (!r) {
+      return target_error(r.error());
+    }
+    if (auto st = all_ok(*r, ids, "get"); !st) {
+      return st.error();
+    }
+    std::vector<uint64_t> lengths;
+    for (const auto& k : *r) {
+      lengths.push_back(k.length);
+    }
+    return lengths;
+  }
 
  private:
+  const std::vector<kvcache::BlockKey>& keys_of(std::span<const uint64_t> ids) {
+    keys_buf_.clear();
+    for (const uint64_t id : ids) {
+      keys_buf_.push_back(keys_.key(block_digest(id)));
+    }
+    return keys_buf_;
+  }
+  std::vector<kvcache::BlockKey> keys_buf_;
   std::unique_ptr<kvcached::LocalClient> c_;
   kvcache::KeyDeriver keys_;
 };
@@ -226,6 +269,14 @@ class BorrowedConn final : public BlockConn {
   explicit BorrowedConn(BlockConn& c) : c_(c) {}
   Status<BenchError> put(uint64_t id, std::span<const uint8_t> value) override { return c_.put(id, value); }
   Result<uint64_t, BenchError> get(uint64_t id, std::span<uint8_t> out) override { return c_.get(id, out); }
+  Status<BenchError> put_many(std::span<const uint64_t> ids,
+                              std::span<const std::span<const uint8_t>> values) override {
+    return c_.put_many(ids, values);
+  }
+  Result<std::vector<uint64_t>, BenchError> get_many(std::span<const uint64_t> ids,
+                                                     std::span<const std::span<uint8_t>> outs) override {
+    return c_.get_many(ids, outs);
+  }
 
  private:
   BlockConn& c_;
@@ -250,39 +301,87 @@ Result<BandwidthResult, BenchError> measure_bandwidth(const ConnFactory& open, c
   if (!conns) {
     return conns.error();
   }
-  std::vector<std::vector<uint8_t>> bufs(spec.threads);
+  // Each thread's buffers: one per block of a batch.
+  const uint64_t batch = std::clamp<uint64_t>(spec.batch, 1, spec.blocks_per_thread);
+  std::vector<std::vector<std::vector<uint8_t>>> bufs(spec.threads);
   for (uint32_t t = 0; t < spec.threads; ++t) {
-    bufs[t].resize(spec.block_bytes);
-    fill_block(spec.first_id + t, bufs[t]);
+    bufs[t].resize(batch);
+    for (auto& b : bufs[t]) {
+      b.resize(spec.block_bytes);
+      fill_block(spec.first_id + t, b);
+    }
   }
   FirstError err;
   const auto id_of = [&](uint32_t t, uint64_t i) { return spec.first_id + t * spec.blocks_per_thread + i; };
+  const auto check = [&](uint64_t id, uint64_t got, std::span<const uint8_t> buf) {
+    if (got != spec.block_bytes || stamp_of(buf) != id) {
+      err.set(make_error(BenchError::kVerify, "block " + std::to_string(id) + " read back wrong (" +
+                                                  std::to_string(got) + " bytes, stamp " +
+                                                  std::to_string(stamp_of(buf)) + ")"));
+    }
+  };
   BandwidthResult res;
   res.put.seconds = timed_parallel(spec.threads, [&](uint32_t t) {
+    BlockConn& c = *(*conns)[t];
     auto& buf = bufs[t];
-    for (uint64_t i = 0; i < spec.blocks_per_thread && !err.failed(); ++i) {
-      const uint64_t id = id_of(t, i);
-      stamp(buf, id);
-      if (auto st = (*conns)[t]->put(id, buf); !st) {
-        err.set(make_error(BenchError::kTarget,
-                           "put of block " + std::to_string(id) + ": " + st.error().message));
+    std::vector<uint64_t> ids;
+    std::vector<std::span<const uint8_t>> values;
+    for (uint64_t i = 0; i < spec.blocks_per_thread && !err.failed(); i += batch) {
+      const uint64_t n = std::min(batch, spec.blocks_per_thread - i);
+      if (batch == 1) {
+        const uint64_t id = id_of(t, i);
+        stamp(buf[0], id);
+        if (auto st = c.put(id, buf[0]); !st) {
+          err.set(make_error(BenchError::kTarget,
+                             "put of block " + std::to_string(id) + ": " + st.error().message));
+        }
+        continue;
+      }
+      ids.clear();
+      values.clear();
+      for (uint64_t j = 0; j < n; ++j) {
+        ids.push_back(id_of(t, i + j));
+        stamp(buf[j], ids.back());
+        values.emplace_back(buf[j]);
+      }
+      if (auto st = c.put_many(ids, values); !st) {
+        err.set(make_error(BenchError::kTarget, "put_many: " + st.error().message));
       }
     }
   });
   res.put.bytes = spec.block_bytes * spec.blocks_per_thread * spec.threads;
   res.get.seconds = timed_parallel(spec.threads, [&](uint32_t t) {
+    BlockConn& c = *(*conns)[t];
     auto& buf = bufs[t];
+    std::vector<uint64_t> ids;
+    std::vector<std::span<uint8_t>> outs;
     for (uint32_t round = 0; round < spec.get_rounds && !err.failed(); ++round) {
-      for (uint64_t i = 0; i < spec.blocks_per_thread && !err.failed(); ++i) {
-        const uint64_t id = id_of(t, i);
-        auto got = (*conns)[t]->get(id, buf);
+      for (uint64_t i = 0; i < spec.blocks_per_thread && !err.failed(); i += batch) {
+        const uint64_t n = std::min(batch, spec.blocks_per_thread - i);
+        if (batch == 1) {
+          const uint64_t id = id_of(t, i);
+          auto got = c.get(id, buf[0]);
+          if (!got) {
+            err.set(make_error(BenchError::kTarget,
+                               "get of block " + std::to_string(id) + ": " + got.error().message));
+          } else {
+            check(id, *got, buf[0]);
+          }
+          continue;
+        }
+        ids.clear();
+        outs.clear();
+        for (uint64_t j = 0; j < n; ++j) {
+          ids.push_back(id_of(t, i + j));
+          outs.emplace_back(buf[j]);
+        }
+        auto got = c.get_many(ids, outs);
         if (!got) {
-          err.set(make_error(BenchError::kTarget,
-                             "get of block " + std::to_string(id) + ": " + got.error().message));
-        } else if (*got != spec.block_bytes || stamp_of(buf) != id) {
-          err.set(make_error(BenchError::kVerify, "block " + std::to_string(id) + " read back wrong (" +
-                                                      std::to_string(*got) + " bytes, stamp " +
-                                                      std::to_string(stamp_of(buf)) + ")"));
+          err.set(make_error(BenchError::kTarget, "get_many: " + got.error().message));
+          continue;
+        }
+        for (uint64_t j = 0; j < n; ++j) {
+          check(ids[j], (*got)[j], buf[j]);
         }
       }
     }
@@ -378,9 +477,32 @@ ConnFactory grpc_conns(const std::string& target) {
   };
 }
 
-ConnFactory local_conns(const std::string& socket_path) {
+Status<BenchError> BlockConn::put_many(std::span<const uint64_t> ids,
+                                       std::span<const std::span<const uint8_t>> values) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (auto st = put(ids[i], values[i]); !st) {
+      return st;
+    }
+  }
+  return Ok{};
+}
+
+Result<std::vector<uint64_t>, BenchError> BlockConn::get_many(std::span<const uint64_t> ids,
+                                                              std::span<const std::span<uint8_t>> outs) {
+  std::vector<uint64_t> lengths;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto got = get(ids[i], outs[i]);
+    if (!got) {
+      return got.error();
+    }
+    lengths.push_back(*got);
+  }
+  return lengths;
+}
+
+ConnFactory local_conns(const std::string& socket_path, bool prefault) {
   return [=](uint32_t) -> Result<std::unique_ptr<BlockConn>, BenchError> {
-    auto c = kvcached::LocalClient::connect(socket_path);
+    auto c = kvcached::LocalClient::connect(socket_path, kvcached::LocalConnectOptions{.prefault = prefault});
     if (!c) {
       return target_error(c.error());
     }

@@ -27,6 +27,12 @@ class BlockConn {
   virtual Status<BenchError> put(uint64_t id, std::span<const uint8_t> value) = 0;
   // The block's bytes into `out` (out.size() >= its length): its length.
   virtual Result<uint64_t, BenchError> get(uint64_t id, std::span<uint8_t> out) = 0;
+  // Many blocks in one call (ids[i] = values[i]; outs[i] gets block ids[i], lengths returned).
+  // By default one put or get each; a store with batch requests overrides them.
+  virtual Status<BenchError> put_many(std::span<const uint64_t> ids,
+                                      std::span<const std::span<const uint8_t>> values);
+  virtual Result<std::vector<uint64_t>, BenchError> get_many(std::span<const uint64_t> ids,
+                                                             std::span<const std::span<uint8_t>> outs);
 };
 
 // Opens thread `t`'s connection (not timed).
@@ -38,6 +44,7 @@ struct BandwidthSpec {
   uint64_t blocks_per_thread = 16;
   uint32_t get_rounds = 4;
   uint64_t first_id = 0;  // thread t's blocks are first_id + t * blocks_per_thread + [0, blocks_per_thread)
+  uint32_t batch = 1;     // > 1: blocks go through put_many/get_many, this many a call
 };
 
 struct Rate {
@@ -82,7 +89,8 @@ ConnFactory redis_conns(const std::string& host, int port, const std::string& un
 Status<BenchError> redis_flushall(const std::string& host, int port, const std::string& unix_path);
 // cgn-kvcached over gRPC (a KvClient per thread) and over the fast path (a LocalClient per thread).
 ConnFactory grpc_conns(const std::string& target);
-ConnFactory local_conns(const std::string& socket_path);
+// `prefault`: LocalConnectOptions::prefault (the arena mapped with MAP_POPULATE).
+ConnFactory local_conns(const std::string& socket_path, bool prefault = true);
 
 // Sequential read(2) of every regular file under `dir` into a buffer of `buffer_bytes`, after
 // posix_fadvise(DONTNEED) on each (drops its clean cached pages; no root needed).

@@ -16,6 +16,11 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", o.repeats, "rounds over every path per size and concurrency (median reported)");
   app.add_option("--warm-mib", o.warm_mib,
                  "fast path: each connection first writes this many MiB, unmeasured");
+  app.add_option("--batch", o.batch,
+                 "blocks per put_many/get_many call in the local-batch row (0 or 1: no such row)");
+  bool no_prefault = false;
+  app.add_flag("--no-prefault", no_prefault,
+               "fast path: map the arena without MAP_POPULATE (first touch of each page faults)");
   app.add_option("--grpc", o.grpc, "cgn-kvcached gRPC address (host:port)");
   app.add_option("--socket", o.socket, "cgn-kvcached fast-path Unix socket");
   app.add_option("--redis-tcp", o.redis_tcp, "redis-server host:port");
@@ -27,6 +32,7 @@ int main(int argc, char** argv) {
   app.add_option("--ssd-block-bytes", o.ssd_block_bytes, "block size of the SSD rows");
   app.add_option("--ssd-mib", o.ssd_mib, "MiB written to the SSD daemon (more than its RAM tier)");
   CLI11_PARSE(app, argc, argv);
+  o.prefault = !no_prefault;
   if (auto st = cgn::kvbench::run_bandwidth_bench(o, std::cout); !st) {
     std::cerr << "cgn-kvcached-bench: " << st.error().message << "\n";
     return st.error().code == cgn::kvbench::BenchError::kInput ? 2 : 1;

@@ -141,7 +141,10 @@ using Pools = std::vector<std::pair<std::string, std::unique_ptr<ConnPool>>>;
 Pools open_pools(const BenchOptions& o) {
   Pools pools;
   if (!o.socket.empty()) {
-    pools.emplace_back("local", std::make_unique<ConnPool>(local_conns(o.socket)));
+    pools.emplace_back("local", std::make_unique<ConnPool>(local_conns(o.socket, o.prefault)));
+    if (o.batch > 1) {
+      pools.emplace_back("local-batch", std::make_unique<ConnPool>(local_conns(o.socket, o.prefault)));
+    }
   }
   if (!o.grpc.empty()) {
     pools.emplace_back("grpc", std::make_unique<ConnPool>(grpc_conns(o.grpc)));
@@ -194,7 +197,7 @@ Status<BenchError> measure_cell(const BenchOptions& o, const Pools& pools, uint6
           return st;
         }
       }
-      BandwidthSpec spec{size, t, blocks, o.get_rounds, next_id};
+      BandwidthSpec spec{size, t, blocks, o.get_rounds, next_id, name == "local-batch" ? o.batch : 1};
       next_id += static_cast<uint64_t>(t) * blocks;
       auto r = measure_bandwidth(conns, spec);
       if (!r) {
@@ -233,8 +236,13 @@ Status<BenchError> run_bandwidth_bench(const BenchOptions& o, std::ostream& out)
   uint64_t next_id = 1;
   const Pools pools = open_pools(o);
   if (o.warm_mib > 0 && !o.socket.empty()) {
-    if (auto st = warm_fast_path(o, *pools.front().second, next_id); !st) {
-      return st;
+    for (const auto& [name, pool] : pools) {
+      if (!name.starts_with("local")) {
+        continue;
+      }
+      if (auto st = warm_fast_path(o, *pool, next_id); !st) {
+        return st;
+      }
     }
   }
   for (uint64_t size : o.sizes) {

@@ -20,6 +20,8 @@ struct BenchOptions {
   uint64_t working_set_mib = 64;  // per thread and measurement
   uint32_t get_rounds = 4;
   uint32_t warm_mib = 0;  // fast path: each connection first writes this many MiB, unmeasured
+  uint32_t batch = 64;    // the "local-batch" row: blocks per put_many/get_many (0: no such row)
+  bool prefault = true;   // fast-path connections map the arena with MAP_POPULATE
   uint32_t repeats = 3;   // rounds over every path per block size and concurrency; the median is reported
   std::string grpc, socket, redis_tcp, redis_unix;
   std::string ssd_grpc, ssd_socket, ssd_dir;
