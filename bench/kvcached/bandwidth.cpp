@@ -301,8 +301,11 @@ Result<BandwidthResult, BenchError> measure_bandwidth(const ConnFactory& open, c
   if (!conns) {
     return conns.error();
   }
-  // Each thread's buffers: one per block of a batch.
-  const uint64_t batch = std::clamp<uint64_t>(spec.batch, 1, spec.blocks_per_thread);
+  // Each thread's buffers: one per block of a batch, at most kMaxBatchBufferBytes together (the
+  // one-block paths and memcpy copy from one buffer that stays in cache; a batch's buffers should
+  // too, or the batch is measured against a colder source).
+  const uint64_t batch = std::clamp<uint64_t>(
+      std::min<uint64_t>(spec.batch, kMaxBatchBufferBytes / spec.block_bytes), 1, spec.blocks_per_thread);
   std::vector<std::vector<std::vector<uint8_t>>> bufs(spec.threads);
   for (uint32_t t = 0; t < spec.threads; ++t) {
     bufs[t].resize(batch);

@@ -44,8 +44,11 @@ struct BandwidthSpec {
   uint64_t blocks_per_thread = 16;
   uint32_t get_rounds = 4;
   uint64_t first_id = 0;  // thread t's blocks are first_id + t * blocks_per_thread + [0, blocks_per_thread)
-  uint32_t batch = 1;     // > 1: blocks go through put_many/get_many, this many a call
+  uint32_t batch = 1;     // > 1: blocks go through put_many/get_many, this many a call (at most
+                          // kMaxBatchBufferBytes of blocks a call)
 };
+
+inline constexpr uint64_t kMaxBatchBufferBytes = 4ull << 20;
 
 struct Rate {
   uint64_t bytes = 0;
