@@ -146,6 +146,21 @@ TEST_F(KvcachedDaemon, FastPathRoundTripsAndSharesKeysWithGrpc) {
       << "every view was released";
 }
 
+// A bare fast-path connection (no HELLO sent): its fd, or -1.
+int raw_connect(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    if (fd >= 0) {
+      ::close(fd);
+    }
+    return -1;
+  }
+  return fd;
+}
+
 // Sends raw bytes as one packet on a fresh fast-path connection; the answer packet.
 std::vector<uint8_t> raw_exchange(int fd, const std::vector<uint8_t>& bytes) {
   EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
@@ -242,11 +257,8 @@ TEST_F(KvcachedDaemon, ANoReplyReleaseDropsThePinsAndUnknownHandlesAreCounted) {
   std::vector<std::span<const uint8_t>> spans(values.begin(), values.end());
   ASSERT_TRUE((*c)->put_many(keys, spans).ok());
 
-  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, daemon_->socket().c_str(), sizeof addr.sun_path - 1);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int fd = raw_connect(daemon_->socket());
+  ASSERT_GE(fd, 0) << daemon_->socket();
   Request hello;
   hello.op = Op::kHello;
   hello.version = kFastPathVersion;
@@ -511,11 +523,8 @@ TEST_F(KvcachedDaemon, ACancelledPutLeavesNothingBehind) {
 }
 
 TEST_F(KvcachedDaemon, GarbageOnTheSocketGetsErrorFramesAndTheDaemonKeepsServing) {
-  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, daemon_->socket().c_str(), sizeof addr.sun_path - 1);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int fd = raw_connect(daemon_->socket());
+  ASSERT_GE(fd, 0) << daemon_->socket();
   auto answer = [&](const std::vector<uint8_t>& bytes) {
     auto r = decode_response(raw_exchange(fd, bytes));
     EXPECT_TRUE(r.ok()) << "the daemon answers garbage with a well-formed error frame";
