@@ -12,8 +12,7 @@ namespace {
 
 class SimDriver final : public SpawningDriver {
  public:
-  SimDriver()
-      : SpawningDriver({.metrics_kind = routing::EngineKind::kVllm}) {}
+  SimDriver() : SpawningDriver({.metrics_kind = routing::EngineKind::kVllm}) {}
   std::string_view name() const override { return "sim"; }
 
   bool publishes_kv_events() const override { return true; }
@@ -22,8 +21,8 @@ class SimDriver final : public SpawningDriver {
   Status<DriverError> engine_line(const config::EngineConfig& engine, const LaunchOptions& options,
                                   LaunchCommand& cmd) const override {
     if (options.kv_offload != KvOffload::kNone && options.kv_offload != KvOffload::kCgn) {
-      return detail::unsupported_offload(name(), options,
-                                         "cgn-engine-sim offloads only to cgn-kvcached (kv_offload = \"cgn\")");
+      return detail::unsupported_offload(
+          name(), options, "cgn-engine-sim offloads only to cgn-kvcached (kv_offload = \"cgn\")");
     }
     cmd.argv = {"cgn-engine-sim", "--flavour", "vllm", "--model", engine.model};
     detail::add_host_port(engine, cmd.argv);

@@ -77,7 +77,8 @@ class PolicyRun {
       : w_(w),
         c_(c),
         core_(clock_, policy_of(c, policy), routing::IndexConfig{}, c.seed),
-        fleet_(c, core_, [](uint32_t) { return routing::NodeRole::kBoth; }, clock_),
+        fleet_(
+            c, core_, [](uint32_t) { return routing::NodeRole::kBoth; }, clock_),
         pending_(c.nodes),
         arrival_(scaled_arrivals(w, level)),
         seed_(make_digest_seed(DigestSeedFields{kDigestFormatVersion, c.model_name, {}})),

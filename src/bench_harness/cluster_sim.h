@@ -111,7 +111,7 @@ struct PolicyResult {
   uint64_t cached_tokens = 0;      // HBM hits + tier loads + P/D transfers
   uint64_t loaded_ram_tokens = 0;  // of cached_tokens: loaded from the RAM tier
   uint64_t loaded_ssd_tokens = 0;  // of cached_tokens: loaded from the SSD tier
-  uint64_t guarded_out = 0;  // decisions where the load guard removed at least one node
+  uint64_t guarded_out = 0;        // decisions where the load guard removed at least one node
   std::vector<uint64_t> per_node_requests;
   Diagnosis diagnosis;  // filled when ClusterConfig::diagnose
 };

@@ -31,9 +31,9 @@ struct Flight {
   bool decode = false;             // which leg is in flight
   Nanos first_token = -1;          // decode leg
   uint32_t prefill_cached = 0;     // the prefill node's prefix-cache hits
-  uint32_t prefill_ram = 0;  // of prefill_cached: loaded from the prefill node's tiers
+  uint32_t prefill_ram = 0;        // of prefill_cached: loaded from the prefill node's tiers
   uint32_t prefill_ssd = 0;
-  Nanos handoff = -1;              // when the prefill leg answered
+  Nanos handoff = -1;  // when the prefill leg answered
 };
 
 }  // namespace
@@ -57,11 +57,12 @@ class PdRun {
         out_(out),
         res_(out.r),
         core_(clock_, kv_policy_of(c), routing::IndexConfig{}, c.seed),
-        fleet_(c, core_,
-               [prefill = out.prefill_nodes](uint32_t i) {
-                 return i < prefill ? routing::NodeRole::kPrefill : routing::NodeRole::kDecode;
-               },
-               clock_),
+        fleet_(
+            c, core_,
+            [prefill = out.prefill_nodes](uint32_t i) {
+              return i < prefill ? routing::NodeRole::kPrefill : routing::NodeRole::kDecode;
+            },
+            clock_),
         pending_(c.nodes),
         arrival_(scaled_arrivals(w, level)),
         seed_(make_digest_seed(DigestSeedFields{kDigestFormatVersion, c.model_name, {}})) {

@@ -16,7 +16,8 @@ Result<std::unique_ptr<kvcache::BlockStore>, TierError> open_store(uint32_t bloc
   sc.ssd_enabled = false;
   auto s = kvcache::BlockStore::open(sc, clock);
   if (!s.ok()) {
-    return Error<TierError>{TierError::kOpen, "offload tier store of " + std::to_string(blocks) + " blocks: " + s.error().message};
+    return Error<TierError>{TierError::kOpen, "offload tier store of " + std::to_string(blocks) +
+                                                  " blocks: " + s.error().message};
   }
   return std::move(*s);
 }
@@ -24,8 +25,8 @@ Result<std::unique_ptr<kvcache::BlockStore>, TierError> open_store(uint32_t bloc
 }  // namespace
 
 Result<std::unique_ptr<StoreTier>, TierError> StoreTier::open(const TierConfig& cfg,
-                                                                const kvcache::BlockNamespace& ns,
-                                                                const Clock& clock) {
+                                                              const kvcache::BlockNamespace& ns,
+                                                              const Clock& clock) {
   auto keys = kvcache::KeyDeriver::create(ns);
   if (!keys.ok()) {
     return Error<TierError>{TierError::kOpen, "offload tier namespace: " + keys.error().message};

@@ -38,12 +38,13 @@ class StoreTier final : public sim::OffloadTier {
  public:
   // Errors name what failed (a bad namespace, a store that would not open).
   static Result<std::unique_ptr<StoreTier>, TierError> open(const TierConfig& cfg,
-                                                              const kvcache::BlockNamespace& ns,
-                                                              const Clock& clock);
+                                                            const kvcache::BlockNamespace& ns,
+                                                            const Clock& clock);
   ~StoreTier() override;
 
   void put(std::span<const sim::BlockHash> hashes, uint64_t block_bytes) override;
-  void lookup(std::span<const sim::BlockHash> hashes, Nanos lease, std::vector<sim::OffloadTierKind>& out) override;
+  void lookup(std::span<const sim::BlockHash> hashes, Nanos lease,
+              std::vector<sim::OffloadTierKind>& out) override;
 
   // The tier of each block of the resident run, without a lease (the router's residency view).
   void resident(std::span<const sim::BlockHash> hashes, std::vector<sim::OffloadTierKind>& out);

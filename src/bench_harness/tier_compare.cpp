@@ -75,12 +75,12 @@ std::string render_tier_markdown(const std::vector<TierLevelReport>& r, const Cl
     for (const auto& row : lr.rows) {
       const PolicyResult& p = row.r;
       const uint64_t tier = p.loaded_ram_tokens + p.loaded_ssd_tokens;
-      md += fmt::format("| {} | {:.1f}% | {:.1f}% | {:.1f}% | {:.1f}% | {:.3f} | {:.3f} | {} | {} | {} |\n",
-                        row.config, share(p.cached_tokens - std::min(tier, p.cached_tokens), p.prompt_tokens),
-                        share(p.loaded_ram_tokens, p.prompt_tokens), share(p.loaded_ssd_tokens, p.prompt_tokens),
-                        share(p.cached_tokens, p.prompt_tokens), p.ttft_p50_s, p.ttft_p90_s,
-                        p.prompt_tokens - std::min(p.prompt_tokens, p.cached_tokens), p.completed,
-                        p.errors + p.shed);
+      md += fmt::format(
+          "| {} | {:.1f}% | {:.1f}% | {:.1f}% | {:.1f}% | {:.3f} | {:.3f} | {} | {} | {} |\n", row.config,
+          share(p.cached_tokens - std::min(tier, p.cached_tokens), p.prompt_tokens),
+          share(p.loaded_ram_tokens, p.prompt_tokens), share(p.loaded_ssd_tokens, p.prompt_tokens),
+          share(p.cached_tokens, p.prompt_tokens), p.ttft_p50_s, p.ttft_p90_s,
+          p.prompt_tokens - std::min(p.prompt_tokens, p.cached_tokens), p.completed, p.errors + p.shed);
     }
     md += '\n';
     md += verdict(lr);

@@ -357,7 +357,8 @@ void Engine::complete_kv_pull(RequestHandle handle, ClaimStatus status, Nanos no
 
 void Engine::flush_evicted() {
   if (config_.offload != nullptr && !evicted_.empty()) {
-    config_.offload->put(evicted_, static_cast<uint64_t>(config_.model.block_size) * config_.model.kv_bytes_per_token);
+    config_.offload->put(evicted_,
+                         static_cast<uint64_t>(config_.model.block_size) * config_.model.kv_bytes_per_token);
     evicted_.clear();
   }
 }

@@ -112,8 +112,8 @@ int http_status(EngineError e);
 struct Usage {
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;
-  uint32_t cached_tokens = 0;  // local prefix-cache hits + tokens loaded from an offload tier
-                               // + tokens pulled from a prefill instance
+  uint32_t cached_tokens = 0;      // local prefix-cache hits + tokens loaded from an offload tier
+                                   // + tokens pulled from a prefill instance
   uint32_t loaded_ram_tokens = 0;  // of cached_tokens: loaded from the offload RAM tier
   uint32_t loaded_ssd_tokens = 0;  // of cached_tokens: loaded from the offload SSD tier
 };

@@ -44,10 +44,10 @@ struct NodeModel {
   // KV offload tiers (offload_tier.h): loading a resident run back into HBM. RAM: host to GPU
   // over PCIe 5.0 x16 (~50 GB/s effective); SSD: an NVMe Gen4 read (~7 GB/s) then the same
   // PCIe copy. Per token = kv_bytes_per_token / bandwidth; docs/sim.md cites the figures.
-  double tier_ram_fixed_ns = 50'000.0;        // one lookup + the first copy's latency
-  double tier_ram_ns_per_token = 2'621.0;     // 128 KiB / 50 GB/s
-  double tier_ssd_fixed_ns = 150'000.0;       // + NVMe read latency
-  double tier_ssd_ns_per_token = 21'346.0;    // 128 KiB / 7 GB/s + 128 KiB / 50 GB/s
+  double tier_ram_fixed_ns = 50'000.0;      // one lookup + the first copy's latency
+  double tier_ram_ns_per_token = 2'621.0;   // 128 KiB / 50 GB/s
+  double tier_ssd_fixed_ns = 150'000.0;     // + NVMe read latency
+  double tier_ssd_ns_per_token = 21'346.0;  // 128 KiB / 7 GB/s + 128 KiB / 50 GB/s
 
   // The step time (unscaled) of a step with these totals.
   // prefill_pairs = sum over prefill chunks of chunk * (context_before + chunk / 2).

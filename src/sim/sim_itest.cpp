@@ -3,6 +3,7 @@
 // promtool), health while loading, P/D between two instances, faults, launch
 // lines and wrappers. Assertions on time use only the modelled-time headers
 // (X-Sim-*), never wall clocks; nothing sleeps to synchronise.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -878,7 +879,10 @@ TEST(SimOffload, EvictedPromptIsLoadedFromKvcachedWithFewerRecomputedTokens) {
   ASSERT_EQ(b.status, 200u) << b.body;
   // The evicted blocks reach kvcached off the request path: wait for them.
   ASSERT_TRUE(wait_until(
-      [&] { return cgn::testing::metric(kvcached::itest::scrape(d.metrics_port()), "cgn_kvcached_blocks") >= 70; },
+      [&] {
+        return cgn::testing::metric(kvcached::itest::scrape(d.metrics_port()),
+                                    R"(cgn_kvcached_blocks{tier="ram"})") >= 70;
+      },
       30s))
       << kvcached::itest::scrape(d.metrics_port());
   Reply a2 = post(s->port(), "/v1/chat/completions", chat(a));
@@ -887,9 +891,12 @@ TEST(SimOffload, EvictedPromptIsLoadedFromKvcachedWithFewerRecomputedTokens) {
   EXPECT_EQ(cached_of(a1), 0);
   EXPECT_GT(cached_of(a2), prompt - 32);  // all but the last partial block: HBM head + loaded tail
   const std::string page = get(s->port(), "/metrics").body;
-  const double loaded = cgn::testing::metric(page, R"(cgn_sim:kv_offload_loaded_tokens_total{engine="0",model_name="m",tier="ram"})");
+  const double loaded = cgn::testing::metric(
+      page, R"(cgn_sim:kv_offload_loaded_tokens_total{engine="0",model_name="m",tier="ram"})");
   EXPECT_GE(loaded, 70 * 16);
-  EXPECT_EQ(cgn::testing::metric(page, R"(cgn_sim:kv_offload_loaded_tokens_total{engine="0",model_name="m",tier="ssd"})"), 0);
+  EXPECT_EQ(cgn::testing::metric(
+                page, R"(cgn_sim:kv_offload_loaded_tokens_total{engine="0",model_name="m",tier="ssd"})"),
+            0);
   EXPECT_LT(cached_of(a2) - static_cast<int>(loaded), 1000) << "most of the hit came from the tier";
 }
 
@@ -907,7 +914,9 @@ TEST(SimOffload, KvcachedDownMeansRecomputeNotAnError) {
   ASSERT_EQ(a2.status, 200u) << a2.body;
   EXPECT_LT(cached_of(a2), 1000);  // only the HBM head: the evicted tail is recomputed
   const std::string page = get(s->port(), "/metrics").body;
-  EXPECT_EQ(cgn::testing::metric(page, R"(cgn_sim:kv_offload_loaded_tokens_total{engine="0",model_name="m",tier="ram"})"), 0);
+  EXPECT_EQ(cgn::testing::metric(
+                page, R"(cgn_sim:kv_offload_loaded_tokens_total{engine="0",model_name="m",tier="ram"})"),
+            0);
   EXPECT_THAT(s->log(), HasSubstr("kvcached lookup failed"));
 }
 

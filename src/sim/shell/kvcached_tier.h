@@ -27,7 +27,7 @@
 
 namespace cgn::sim {
 
-inline constexpr size_t kKvcachedPutQueue = 4096;       // blocks waiting to be put
+inline constexpr size_t kKvcachedPutQueue = 4096;          // blocks waiting to be put
 inline constexpr uint32_t kKvcachedLookupTimeoutMs = 200;  // a lookup slower than this recomputes
 
 class KvcachedTier final : public OffloadTier {

@@ -1,7 +1,5 @@
 #include "sim/shell/server.h"
 
-#include "sim/shell/kvcached_tier.h"
-
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -28,6 +26,7 @@
 #include "sim/openai_parse.h"
 #include "sim/openai_render.h"
 #include "sim/shell/kv_event_publisher.h"
+#include "sim/shell/kvcached_tier.h"
 #include "sim/shell_api.h"
 
 // GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on some Asio
