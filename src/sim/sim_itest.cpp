@@ -850,8 +850,11 @@ TEST(EngineSim, IdleInstanceIsSmallAndRequestsAreCheap) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "RSS is not meaningful under ASan";
 #else
-  EXPECT_LT(idle_rss, 10 * 1024);
-  EXPECT_LT(rss, 12 * 1024);
+  // VmRSS counts the shared libraries' pages (the gRPC client of --kvcached-target brings ~5 MB,
+  // shared by every instance); RssAnon is what each instance costs on its own.
+  EXPECT_LT(idle_rss, 17 * 1024);
+  EXPECT_LT(rss, 19 * 1024);
+  EXPECT_LT(status_kb(s->process().pid(), "RssAnon"), 4 * 1024);
 #endif
 }
 
