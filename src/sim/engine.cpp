@@ -57,8 +57,10 @@ struct Engine::Req {
   uint32_t num_computed = 0;
   uint32_t cached_tokens = 0;
   uint32_t transferred_tokens = 0;
-  uint32_t loaded_ram = 0;  // tokens loaded from the offload tier (of cached_tokens)
+  uint32_t loaded_ram = 0;  // tokens loaded from the offload tier at the first schedule (of cached_tokens)
   uint32_t loaded_ssd = 0;
+  uint32_t load_ram = 0;  // tokens loaded at the latest schedule (a preempted request loads again)
+  uint32_t load_ssd = 0;
   Nanos load_ns = 0;  // unscaled load time still to charge to the next step
   uint32_t generated = 0;
   uint32_t eos_at = 0;  // 0 = never
@@ -375,9 +377,9 @@ uint32_t Engine::load_from_tier(Req& r, uint32_t hit_blocks, uint32_t max_blocks
   const auto n = static_cast<uint32_t>(std::min(tier_run_.size(), end - hit_blocks));
   const uint32_t bs = config_.model.block_size;
   for (uint32_t i = 0; i < n; ++i) {
-    (tier_run_[i] == OffloadTierKind::kRam ? r.loaded_ram : r.loaded_ssd) += bs;
+    (tier_run_[i] == OffloadTierKind::kRam ? r.load_ram : r.load_ssd) += bs;
   }
-  r.load_ns = config_.model.tier_load_time(r.loaded_ram, r.loaded_ssd);
+  r.load_ns = config_.model.tier_load_time(r.load_ram, r.load_ssd);
   return n;
 }
 
@@ -394,7 +396,7 @@ bool Engine::try_schedule_waiting(Req& r, uint32_t& budget, Nanos t) {
           std::span<const BlockHash>(r.hashes).first(std::min<size_t>(r.hashes.size(), max_hit)), max_hit,
           r.blocks);
     }
-    r.loaded_ram = r.loaded_ssd = 0;
+    r.load_ram = r.load_ssd = 0;
     r.load_ns = 0;
     if (r.pull == PullState::kNone && config_.enable_prefix_caching) {
       hit_blocks += load_from_tier(r, hit_blocks, max_hit);
@@ -427,7 +429,7 @@ bool Engine::try_schedule_waiting(Req& r, uint32_t& budget, Nanos t) {
       pool_.release(r.blocks);
       r.blocks.clear();
       r.num_computed = 0;
-      r.loaded_ram = r.loaded_ssd = 0;
+      r.load_ram = r.load_ssd = 0;
       r.load_ns = 0;
     }
     return false;
@@ -436,6 +438,8 @@ bool Engine::try_schedule_waiting(Req& r, uint32_t& budget, Nanos t) {
   if (!r.counted_first_schedule || (fresh && r.preemptions > 0)) {
     if (!r.counted_first_schedule) {
       r.cached_tokens = r.num_computed;
+      r.loaded_ram = r.load_ram;  // reported like cached_tokens: as first scheduled
+      r.loaded_ssd = r.load_ssd;
       const uint32_t full_prompt_blocks = r.prompt_len / bs;
       stats_.blocks_reused += std::min(hit_blocks, full_prompt_blocks);
       stats_.blocks_missed += full_prompt_blocks - std::min(hit_blocks, full_prompt_blocks);
