@@ -1,9 +1,61 @@
 #include "cluster/kv_publish_set.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 namespace cgn::cluster {
+
+std::string kv_prefix_value(uint64_t epoch, routing::Tier tier) {
+  if (tier == routing::Tier::kEngine) {
+    return std::to_string(epoch);
+  }
+  return R"({"epoch":)" + std::to_string(epoch) + R"(,"tier":")" + std::string(routing::to_string(tier)) +
+         "\"}";
+}
+
+Result<KvPrefixValue, KvValueError> parse_kv_prefix_value(std::string_view value) {
+  while (!value.empty() && std::isspace(static_cast<unsigned char>(value.front()))) {
+    value.remove_prefix(1);
+  }
+  while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) {
+    value.remove_suffix(1);
+  }
+  KvPrefixValue out;
+  if (!value.starts_with('{')) {
+    uint64_t epoch = 0;
+    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), epoch);
+    if (!value.empty() && ec == std::errc{} && p == value.data() + value.size()) {
+      out.epoch = epoch;
+    }
+    return out;
+  }
+  const auto j = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    return make_error(KvValueError::kInvalid, std::string("live-prefix value is not valid JSON"));
+  }
+  const auto epoch = j.find("epoch");
+  if (epoch == j.end() || !epoch->is_number_unsigned()) {
+    return make_error(KvValueError::kInvalid,
+                      std::string("live-prefix value: \"epoch\" must be a non-negative integer"));
+  }
+  out.epoch = epoch->get<uint64_t>();
+  const auto tier = j.find("tier");
+  const std::string name = tier != j.end() && tier->is_string() ? tier->get<std::string>() : "";
+  if (name == "engine") {
+    out.tier = routing::Tier::kEngine;
+  } else if (name == "ram") {
+    out.tier = routing::Tier::kRam;
+  } else if (name == "ssd") {
+    out.tier = routing::Tier::kSsd;
+  } else {
+    return make_error(KvValueError::kInvalid,
+                      std::string(R"(live-prefix value: "tier" must be "engine", "ram" or "ssd")"));
+  }
+  return out;
+}
 
 size_t publish_capacity(uint64_t total_blocks, uint32_t engine_block_tokens, uint32_t block_bytes,
                         size_t cap) {

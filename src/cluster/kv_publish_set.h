@@ -11,11 +11,15 @@
 #include <list>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "core/digest_types.h"
+#include "core/result.h"
+#include "routing/types.h"
 
 namespace cgn::cluster {
 
@@ -23,6 +27,21 @@ namespace cgn::cluster {
 inline constexpr size_t kMaxPublishedPrefixes = 4096;
 // Bytes of canonical prompt per token assumed when converting engine blocks to digest blocks.
 inline constexpr uint64_t kBytesPerToken = 4;
+
+// The value of a live-prefix key (docs/architecture/etcd.md): "<kv_epoch>" for a prefix the
+// engine holds (the value agents always wrote), {"epoch":<kv_epoch>,"tier":"ram"} (or "ssd") for
+// one only the node's cgn-kvcached holds.
+std::string kv_prefix_value(uint64_t epoch, routing::Tier tier);
+struct KvPrefixValue {
+  std::optional<uint64_t> epoch;  // none: a value that names no epoch (neither a number nor JSON)
+  routing::Tier tier = routing::Tier::kEngine;
+  bool operator==(const KvPrefixValue&) const = default;
+};
+// A number: that epoch, engine tier. A JSON object: "epoch" (a non-negative integer) and "tier"
+// ("engine", "ram" or "ssd"), both required; anything else in it is an error naming the field.
+// Any other text: no epoch, engine tier (the router then dates the key by its revision).
+enum class KvValueError : uint8_t { kInvalid };
+Result<KvPrefixValue, KvValueError> parse_kv_prefix_value(std::string_view value);
 
 // How many digests the engine can hold at most, by the documented rule (docs/agent.md):
 //   total_blocks * engine_block_tokens * kBytesPerToken / block_bytes, bounded by `cap`.

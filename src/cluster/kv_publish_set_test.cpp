@@ -179,3 +179,27 @@ TEST(PublishedSet, MarkUnpublishedRepublishesTheWholeSet) {
 
 }  // namespace
 }  // namespace cgn::cluster
+
+namespace cgn::cluster {
+namespace {
+
+TEST(KvPrefixValue, RoundTripsEveryTierAndKeepsTheEngineValueANumber) {
+  EXPECT_EQ(kv_prefix_value(7, routing::Tier::kEngine), "7");
+  EXPECT_EQ(kv_prefix_value(7, routing::Tier::kRam), R"({"epoch":7,"tier":"ram"})");
+  for (auto t : {routing::Tier::kEngine, routing::Tier::kRam, routing::Tier::kSsd}) {
+    auto v = parse_kv_prefix_value(kv_prefix_value(42, t));
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(v->epoch, 42u);
+    EXPECT_EQ(v->tier, t);
+  }
+  auto none = parse_kv_prefix_value("");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->epoch.has_value());
+  EXPECT_EQ(none->tier, routing::Tier::kEngine);
+  auto bad = parse_kv_prefix_value(R"({"epoch":1,"tier":"vram"})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("tier"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cgn::cluster
