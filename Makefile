@@ -14,7 +14,7 @@ export CCACHE_MAXSIZE ?= 5G
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all bootstrap configure build test test-release test-standalone test-asan test-browser test-node test-unit run fuzz bench bench-report bench-kvcached bench-kvcached-replay format tidy clean
+.PHONY: all bootstrap configure build test test-release test-standalone test-asan test-browser test-node test-unit run fuzz bench bench-report bench-kvcached bench-kvcached-replay bench-tiers format tidy clean
 
 all: build
 
@@ -108,6 +108,13 @@ bench-kvcached: configure
 bench-kvcached-replay: configure
 	cmake --build $(BUILD) -j $(JOBS) --target cgn-kvcached cgn-kvcached-replay
 	@scripts/bench-kvcached-replay.sh $(BUILD)
+
+# KV offload tiers in the cluster simulator: kv with and without tiers, round_robin with tiers and
+# disagg-cgn on the held-out conversation sessions (scripts/bench-tiers.sh, docs/benchmarks.md).
+# A few minutes and ~5.4 GB; not in make test.
+bench-tiers: configure
+	cmake --build $(BUILD) -j $(JOBS) --target cgn-bench
+	@scripts/bench-tiers.sh $(BUILD)
 
 format:
 	@git ls-files '*.cpp' '*.h' | xargs clang-format -i

@@ -128,13 +128,16 @@ std::vector<Row> matrix() {
       {"trtllm", KvOffload::kCgn, kAgg, fails("cgn-kv-connector implements vLLM's connector interface")},
 
       {"sim", KvOffload::kNone, kAny, line({})},
+      {"sim", KvOffload::kCgn, kAny, line({"--kvcached-target", "127.0.0.1:9400"})},
       {"external", KvOffload::kNone, kAny, line({})},
   };
   for (auto o : kOffloads) {
     rows.push_back(
         {"trtllm", o, kPd, fails("TensorRT-LLM's prefill/decode split is cache_transceiver_config")});
+    if (o != KvOffload::kNone && o != KvOffload::kCgn) {
+      rows.push_back({"sim", o, kAny, fails("cgn-engine-sim offloads only to cgn-kvcached")});
+    }
     if (o != KvOffload::kNone) {
-      rows.push_back({"sim", o, kAny, fails("not yet: cgn-engine-sim does not offload KV")});
       // Nothing is spawned: whatever runs there was launched with its own flags.
       rows.push_back({"external", o, kAny, line({})});
     }

@@ -77,7 +77,8 @@ class PolicyRun {
       : w_(w),
         c_(c),
         core_(clock_, policy_of(c, policy), routing::IndexConfig{}, c.seed),
-        fleet_(c, core_, [](uint32_t) { return routing::NodeRole::kBoth; }),
+        fleet_(
+            c, core_, [](uint32_t) { return routing::NodeRole::kBoth; }, clock_),
         pending_(c.nodes),
         arrival_(scaled_arrivals(w, level)),
         seed_(make_digest_seed(DigestSeedFields{kDigestFormatVersion, c.model_name, {}})),
@@ -220,6 +221,9 @@ class PolicyRun {
       if (c_.diagnose) {
         diagnose_dispatch(i, tokens.size());
       }
+      if (c_.tier_credit) {
+        publish_tier_residency(i, tokens);
+      }
       Pending p;
       p.index = k;
       p.ticket = core_.record_dispatch(cand.node, rr);
@@ -229,6 +233,48 @@ class PolicyRun {
       return;
     }
     ++res_.errors;  // every ranked node refused it
+  }
+
+  // What the live agent publishes from its kvcached's lookup: the router digests of the prompt
+  // that node i's offload tiers hold beyond its HBM hit, confirmed at their tier.
+  void publish_tier_residency(uint32_t i, const std::vector<sim::TokenId>& tokens) {
+    StoreTier* tier = fleet_.tier(i);
+    if (tier == nullptr) {
+      return;
+    }
+    const uint32_t bs = c_.node_model.block_size;
+    tier_hashes_.clear();
+    sim::extend_block_hashes(tokens, bs, tier_hashes_);
+    const uint32_t hbm = fleet_.engine(i).pool().count_cached_prefix(tier_hashes_);
+    tier_run_.clear();
+    tier->resident(std::span<const sim::BlockHash>(tier_hashes_).subspan(hbm), tier_run_);
+    if (tier_run_.empty()) {
+      return;
+    }
+    // Token ends in bytes of the prompt: a router digest is resident when its block_bytes fit
+    // before the end of the resident tokens.
+    piece_ends_.clear();
+    std::vector<sim::TokenId> ids;
+    sim::encode(prompt_, ids, &piece_ends_);
+    const uint32_t bb = core_.policy().weights.block_bytes;
+    auto digests_before = [&](size_t blocks) -> size_t {
+      const size_t tok = std::min(blocks * bs, piece_ends_.size());
+      return std::min<size_t>(tok == 0 ? 0 : piece_ends_[tok - 1] / bb, digests_.size());
+    };
+    size_t ram = 0;
+    while (ram < tier_run_.size() && tier_run_[ram] == sim::OffloadTierKind::kRam) {
+      ++ram;
+    }
+    const size_t d0 = digests_before(hbm);
+    const size_t d1 = std::max(d0, digests_before(hbm + ram));
+    const size_t d2 = std::max(d1, digests_before(hbm + tier_run_.size()));
+    const std::span<const Digest> all(digests_);
+    if (d1 > d0) {
+      core_.confirm_prefixes(fleet_.node(i), all.subspan(d0, d1 - d0), routing::Tier::kRam);
+    }
+    if (d2 > d1) {
+      core_.confirm_prefixes(fleet_.node(i), all.subspan(d1, d2 - d1), routing::Tier::kSsd);
+    }
   }
 
   void handle_events(uint32_t i) {
@@ -262,6 +308,8 @@ class PolicyRun {
       samples_.add_completion(arrival_[p.index], p.first_token, ev.time, comp.usage.completion_tokens, c_);
       res_.prompt_tokens += comp.usage.prompt_tokens;
       res_.cached_tokens += comp.usage.cached_tokens;
+      res_.loaded_ram_tokens += comp.usage.loaded_ram_tokens;
+      res_.loaded_ssd_tokens += comp.usage.loaded_ssd_tokens;
       res_.diagnosis.reported_tokens += comp.usage.cached_tokens;
     }
     samples_.last_done = std::max(samples_.last_done, ev.time);
@@ -287,6 +335,9 @@ class PolicyRun {
   std::vector<sim::BlockHash> diag_hashes_;
   routing::OverlapScratch diag_overlap_;
   const uint64_t tokens_per_digest_;
+  std::vector<sim::BlockHash> tier_hashes_;
+  std::vector<sim::OffloadTierKind> tier_run_;
+  std::vector<uint32_t> piece_ends_;
 };
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_harness/cluster_sim_tiers.h"
 #include "bench_harness/workload.h"
 #include "routing/policies.h"
 #include "sim/node_model.h"
@@ -41,6 +42,11 @@ struct ClusterConfig {
   // attribute the hit tokens the chosen node lacks (PolicyResult::diagnosis). Slower (one
   // prefix lookup per engine per request); does not change any decision.
   bool diagnose = false;
+  // KV offload tiers per node (cluster_sim_tiers.h); off by default. With tier_credit, at every
+  // dispatch the chosen node's tier residency of the prompt beyond its HBM hit is confirmed to
+  // the routing core at its tier (what the live agent publishes from its kvcached's lookup).
+  TierConfig tiers;
+  bool tier_credit = true;
 };
 
 // Where the prefix hits went (ClusterConfig::diagnose). Token sums over dispatched requests.
@@ -102,8 +108,10 @@ struct PolicyResult {
   double imbalance = 0;    // busy_max / busy_mean
   double utilisation = 0;  // busy_mean / makespan
   uint64_t prompt_tokens = 0;
-  uint64_t cached_tokens = 0;
-  uint64_t guarded_out = 0;  // decisions where the load guard removed at least one node
+  uint64_t cached_tokens = 0;      // HBM hits + tier loads + P/D transfers
+  uint64_t loaded_ram_tokens = 0;  // of cached_tokens: loaded from the RAM tier
+  uint64_t loaded_ssd_tokens = 0;  // of cached_tokens: loaded from the SSD tier
+  uint64_t guarded_out = 0;        // decisions where the load guard removed at least one node
   std::vector<uint64_t> per_node_requests;
   Diagnosis diagnosis;  // filled when ClusterConfig::diagnose
 };

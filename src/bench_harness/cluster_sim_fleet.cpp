@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "bench_harness/sample_stats.h"
 
 namespace cgn::bench {
 
 SimFleet::SimFleet(const ClusterConfig& c, routing::RoutingCore& core,
-                   const std::function<routing::NodeRole(uint32_t)>& role_of)
+                   const std::function<routing::NodeRole(uint32_t)>& role_of, const Clock& clock)
     : core_(core),
       scrape_interval_(c.scrape_interval),
       busy_(c.nodes, 0),
@@ -16,9 +17,21 @@ SimFleet::SimFleet(const ClusterConfig& c, routing::RoutingCore& core,
       next_scrape_(c.nodes, 0) {
   mctx_.model_name = c.model_name;
   mopt_.model = c.model_name;
+  kvcache::BlockNamespace ns;
+  ns.model = c.model_name;
+  ns.dtype = "bf16";
+  ns.block_tokens = c.node_model.block_size;
+  for (uint32_t i = 0; c.tiers.enabled() && i < c.nodes; ++i) {
+    auto t = StoreTier::open(c.tiers, ns, clock);
+    if (!t.ok()) {
+      throw std::runtime_error(t.error().message);
+    }
+    tiers_.push_back(std::move(*t));
+  }
   for (uint32_t i = 0; i < c.nodes; ++i) {
     sim::EngineConfig ec;
     ec.model = c.node_model;
+    ec.offload = tier(i);
     ec.engine_id = "sim-node-" + std::to_string(i);
     Nanos* acc = &busy_[i];
     ec.on_step = [acc](const sim::StepInfo& s) { *acc += s.end - s.start; };

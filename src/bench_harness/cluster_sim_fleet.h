@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bench_harness/cluster_sim.h"
+#include "bench_harness/cluster_sim_tiers.h"
 #include "core/clock.h"
 #include "routing/engine_metrics.h"
 #include "routing/router_core.h"
@@ -23,12 +24,16 @@ namespace cgn::bench {
 class SimFleet {
  public:
   // c.nodes engines with c.node_model, registered with `core` as node-<i> (engine id
-  // sim-node-<i>) in the role role_of(i).
+  // sim-node-<i>) in the role role_of(i). With c.tiers, each engine offloads to its own
+  // StoreTier on `clock` (the run's virtual time); a tier that will not open aborts the run
+  // (std::runtime_error with the store's message).
   SimFleet(const ClusterConfig& c, routing::RoutingCore& core,
-           const std::function<routing::NodeRole(uint32_t)>& role_of);
+           const std::function<routing::NodeRole(uint32_t)>& role_of, const Clock& clock);
 
   uint32_t size() const { return static_cast<uint32_t>(engines_.size()); }
   sim::Engine& engine(uint32_t i) { return *engines_[i]; }
+  // Engine i's offload tier; nullptr without tiers.
+  StoreTier* tier(uint32_t i) { return tiers_.empty() ? nullptr : tiers_[i].get(); }
   routing::NodeIndex node(uint32_t i) const { return node_of_[i]; }
   // The engine behind a routing node, or size() for none.
   uint32_t engine_of(routing::NodeIndex n) const;
@@ -78,6 +83,7 @@ class SimFleet {
  private:
   routing::RoutingCore& core_;
   Nanos scrape_interval_;
+  std::vector<std::unique_ptr<StoreTier>> tiers_;  // before engines_: outlives them
   std::vector<std::unique_ptr<sim::Engine>> engines_;
   std::vector<Nanos> busy_;
   std::vector<std::string> ids_;

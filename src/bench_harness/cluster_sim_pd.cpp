@@ -31,7 +31,9 @@ struct Flight {
   bool decode = false;             // which leg is in flight
   Nanos first_token = -1;          // decode leg
   uint32_t prefill_cached = 0;     // the prefill node's prefix-cache hits
-  Nanos handoff = -1;              // when the prefill leg answered
+  uint32_t prefill_ram = 0;        // of prefill_cached: loaded from the prefill node's tiers
+  uint32_t prefill_ssd = 0;
+  Nanos handoff = -1;  // when the prefill leg answered
 };
 
 }  // namespace
@@ -55,10 +57,12 @@ class PdRun {
         out_(out),
         res_(out.r),
         core_(clock_, kv_policy_of(c), routing::IndexConfig{}, c.seed),
-        fleet_(c, core_,
-               [prefill = out.prefill_nodes](uint32_t i) {
-                 return i < prefill ? routing::NodeRole::kPrefill : routing::NodeRole::kDecode;
-               }),
+        fleet_(
+            c, core_,
+            [prefill = out.prefill_nodes](uint32_t i) {
+              return i < prefill ? routing::NodeRole::kPrefill : routing::NodeRole::kDecode;
+            },
+            clock_),
         pending_(c.nodes),
         arrival_(scaled_arrivals(w, level)),
         seed_(make_digest_seed(DigestSeedFields{kDigestFormatVersion, c.model_name, {}})) {
@@ -234,6 +238,8 @@ class PdRun {
       return;
     }
     f.prefill_cached = comp.usage.cached_tokens;
+    f.prefill_ram = comp.usage.loaded_ram_tokens;
+    f.prefill_ssd = comp.usage.loaded_ssd_tokens;
     f.handoff = ev.time;
     if (!comp.kv_transfer_params) {
       ++out_.recomputes;
@@ -263,6 +269,8 @@ class PdRun {
     // The hit rate is the prefill pool's: prompt tokens the prefill node did not compute,
     // counted when its blocks reached the decode node (a failed pull wasted them).
     res_.cached_tokens += comp.transferred_tokens > 0 ? f.prefill_cached : 0;
+    res_.loaded_ram_tokens += comp.transferred_tokens > 0 ? f.prefill_ram : 0;
+    res_.loaded_ssd_tokens += comp.transferred_tokens > 0 ? f.prefill_ssd : 0;
     samples_.last_done = std::max(samples_.last_done, ev.time);
     flights_.erase(k);
   }

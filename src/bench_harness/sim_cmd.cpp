@@ -15,6 +15,7 @@
 
 #include "bench_harness/cluster_sim_pd.h"
 #include "bench_harness/report.h"
+#include "bench_harness/tier_compare.h"
 #include "core/cli_parse.h"
 
 namespace cgn::bench {
@@ -70,6 +71,16 @@ void add_sim_flags(CLI::App* sim, SimCommandOptions& o) {
   sim->add_option("--pd-prefill", o.pd_prefill,
                   "aggregated vs disaggregated (cluster_sim_pd.h): prefill node counts to compare, "
                   "the rest of the nodes decode (e.g. 2 3 4)");
+  sim->add_flag(
+      "--tiers", o.tiers,
+      "KV offload tiers: kv, kv+tiers, round_robin+tiers and disagg-cgn per level (tier_compare.h)");
+  sim->add_option("--tier-ram-blocks", o.tier_ram_blocks, "--tiers: RAM tier per node, in KV blocks")
+      ->check(CLI::Range(1u, 1u << 24));
+  sim->add_option("--tier-ssd-blocks", o.tier_ssd_blocks,
+                  "--tiers: SSD tier per node, in KV blocks (0: none)")
+      ->check(CLI::Range(0u, 1u << 24));
+  sim->add_option("--tier-pd-prefill", o.tier_pd_prefill,
+                  "--tiers: disagg-cgn's prefill nodes (0: no such row)");
 }
 
 Error<int> fail(int status, const std::string& msg) {
@@ -193,6 +204,19 @@ CliResult<int> run_sim_steps(const SimCommandOptions& o) {
     return pd_main(*w, cc, so.levels, o.pd_prefill, o.jobs, o.out_md);
   }
   const auto t0 = std::chrono::steady_clock::now();
+  if (o.tiers) {
+    ClusterConfig tc = cc;
+    tc.tiers = TierConfig{o.tier_ram_blocks, o.tier_ssd_blocks};
+    const std::string md =
+        render_tier_markdown(run_tier_comparison(*w, tc, so.levels, o.tier_pd_prefill), tc);
+    std::cout << md;
+    print_timing(so.levels.size() * 4,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (!o.out_md.empty()) {
+      std::ofstream(o.out_md) << md;
+    }
+    return 0;
+  }
   const WorkloadReport r = run_workload(*w, cc, so);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string md = sim_markdown(o, r);

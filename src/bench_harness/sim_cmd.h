@@ -32,6 +32,10 @@ struct SimCommandOptions {
   std::string out_json;
   std::string plot_data;
   std::vector<uint32_t> pd_prefill;
+  bool tiers = false;                 // the KV offload tier comparison (tier_compare.h)
+  uint32_t tier_ram_blocks = 27'500;  // per node
+  uint32_t tier_ssd_blocks = 55'000;
+  uint32_t tier_pd_prefill = 4;  // disagg-cgn's prefill nodes (0: no disagg-cgn row)
 };
 
 struct BenchCommand {

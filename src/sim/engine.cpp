@@ -57,6 +57,11 @@ struct Engine::Req {
   uint32_t num_computed = 0;
   uint32_t cached_tokens = 0;
   uint32_t transferred_tokens = 0;
+  uint32_t loaded_ram = 0;  // tokens loaded from the offload tier at the first schedule (of cached_tokens)
+  uint32_t loaded_ssd = 0;
+  uint32_t load_ram = 0;  // tokens loaded at the latest schedule (a preempted request loads again)
+  uint32_t load_ssd = 0;
+  Nanos load_ns = 0;  // unscaled load time still to charge to the next step
   uint32_t generated = 0;
   uint32_t eos_at = 0;  // 0 = never
   uint64_t seed = 0;
@@ -76,6 +81,9 @@ Engine::Engine(EngineConfig config)
     : config_(std::move(config)), pool_(config_.model.num_gpu_blocks), stats_(config_.model.max_model_len) {
   step_.reserve(config_.model.max_num_seqs);
   pool_.set_record_events(config_.record_kv_events);
+  if (config_.offload != nullptr) {
+    pool_.set_evicted_sink(&evicted_);
+  }
 }
 
 Engine::~Engine() = default;
@@ -349,6 +357,32 @@ void Engine::complete_kv_pull(RequestHandle handle, ClaimStatus status, Nanos no
   wake(now);
 }
 
+void Engine::flush_evicted() {
+  if (config_.offload != nullptr && !evicted_.empty()) {
+    config_.offload->put(evicted_,
+                         static_cast<uint64_t>(config_.model.block_size) * config_.model.kv_bytes_per_token);
+    evicted_.clear();
+  }
+}
+
+uint32_t Engine::load_from_tier(Req& r, uint32_t hit_blocks, uint32_t max_blocks) {
+  const size_t end = std::min<size_t>(r.hashes.size(), max_blocks);
+  if (config_.offload == nullptr || hit_blocks >= end) {
+    return 0;
+  }
+  flush_evicted();
+  tier_run_.clear();
+  config_.offload->lookup(std::span<const BlockHash>(r.hashes).subspan(hit_blocks, end - hit_blocks),
+                          config_.offload_lease, tier_run_);
+  const auto n = static_cast<uint32_t>(std::min(tier_run_.size(), end - hit_blocks));
+  const uint32_t bs = config_.model.block_size;
+  for (uint32_t i = 0; i < n; ++i) {
+    (tier_run_[i] == OffloadTierKind::kRam ? r.load_ram : r.load_ssd) += bs;
+  }
+  r.load_ns = config_.model.tier_load_time(r.load_ram, r.load_ssd);
+  return n;
+}
+
 bool Engine::try_schedule_waiting(Req& r, uint32_t& budget, Nanos t) {
   const uint32_t bs = config_.model.block_size;
   const uint32_t num_tokens = static_cast<uint32_t>(r.tokens.size());
@@ -361,6 +395,11 @@ bool Engine::try_schedule_waiting(Req& r, uint32_t& budget, Nanos t) {
       hit_blocks = pool_.acquire_cached_prefix(
           std::span<const BlockHash>(r.hashes).first(std::min<size_t>(r.hashes.size(), max_hit)), max_hit,
           r.blocks);
+    }
+    r.load_ram = r.load_ssd = 0;
+    r.load_ns = 0;
+    if (r.pull == PullState::kNone && config_.enable_prefix_caching) {
+      hit_blocks += load_from_tier(r, hit_blocks, max_hit);
     }
     r.num_computed = hit_blocks * bs;
   }
@@ -390,6 +429,8 @@ bool Engine::try_schedule_waiting(Req& r, uint32_t& budget, Nanos t) {
       pool_.release(r.blocks);
       r.blocks.clear();
       r.num_computed = 0;
+      r.load_ram = r.load_ssd = 0;
+      r.load_ns = 0;
     }
     return false;
   }
@@ -397,6 +438,8 @@ bool Engine::try_schedule_waiting(Req& r, uint32_t& budget, Nanos t) {
   if (!r.counted_first_schedule || (fresh && r.preemptions > 0)) {
     if (!r.counted_first_schedule) {
       r.cached_tokens = r.num_computed;
+      r.loaded_ram = r.load_ram;  // reported like cached_tokens: as first scheduled
+      r.loaded_ssd = r.load_ssd;
       const uint32_t full_prompt_blocks = r.prompt_len / bs;
       stats_.blocks_reused += std::min(hit_blocks, full_prompt_blocks);
       stats_.blocks_missed += full_prompt_blocks - std::min(hit_blocks, full_prompt_blocks);
@@ -495,7 +538,13 @@ void Engine::start_step(Nanos t) {
                (static_cast<double>(s.req->num_computed) + static_cast<double>(s.new_tokens) / 2.0);
     }
   }
-  const Nanos model_ns = m.step_time(prefill_tokens, pairs, decode_seqs, decode_ctx);
+  Nanos load_ns = 0;  // offload-tier loads of the requests this step starts (before their prefill)
+  for (const auto& s : step_) {
+    load_ns += s.req->load_ns;
+    s.req->load_ns = 0;
+  }
+  flush_evicted();
+  const Nanos model_ns = m.step_time(prefill_tokens, pairs, decode_seqs, decode_ctx) + load_ns;
   const Nanos dur = scaled(model_ns);
   busy_ = true;
   step_start_ = t;
@@ -593,6 +642,8 @@ void Engine::emit_token(Req& r, Nanos t) {
     stats_.prompt_tokens += r.prompt_len;
     stats_.prompt_tokens_cached += std::min(r.cached_tokens, r.prompt_len);
     stats_.prompt_tokens_transferred += r.transferred_tokens;
+    stats_.prompt_tokens_loaded_ram += r.loaded_ram;
+    stats_.prompt_tokens_loaded_ssd += r.loaded_ssd;
     stats_.prompt_tokens_computed +=
         r.prompt_len - std::min(r.prompt_len, r.cached_tokens + r.transferred_tokens);
     const double ttft = static_cast<double>(t - r.timing.arrival) * kNanosToSeconds;
@@ -640,6 +691,8 @@ void Engine::finish(Req& r, FinishReason reason, Nanos t, int error_status) {
   c.usage.cached_tokens = std::min(r.prompt_len, r.cached_tokens + r.transferred_tokens);
   c.timing = r.timing;
   c.transferred_tokens = r.transferred_tokens;
+  c.usage.loaded_ram_tokens = r.loaded_ram;
+  c.usage.loaded_ssd_tokens = r.loaded_ssd;
   c.kv_pull_failed = r.pull == PullState::kFailed;
   c.preemptions = r.preemptions;
   c.text = std::move(r.text);

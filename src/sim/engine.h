@@ -37,6 +37,7 @@
 #include "sim/kv_cache.h"
 #include "sim/kv_transfer.h"
 #include "sim/node_model.h"
+#include "sim/offload_tier.h"
 #include "sim/stats.h"
 #include "sim/tokenizer.h"
 
@@ -78,6 +79,11 @@ struct EngineConfig {
   Nanos kv_abort_timeout = 480 * kNanosPerSecond;
   // Record KV cache events (BlockStored/BlockRemoved/AllBlocksCleared) for take_kv_events().
   bool record_kv_events = false;
+  // KV offload (offload_tier.h), not owned; must outlive the engine. nullptr: none. Blocks the
+  // KV cache evicts are put there; a prefix miss beyond the HBM hit loads the tier's resident
+  // run (leased for offload_lease) at NodeModel::tier_load_time instead of recomputing it.
+  OffloadTier* offload = nullptr;
+  Nanos offload_lease = 5 * kNanosPerSecond;
   // Called at the start of every step when set (tests, traces).
   std::function<void(const StepInfo&)> on_step;
 };
@@ -106,7 +112,10 @@ int http_status(EngineError e);
 struct Usage {
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;
-  uint32_t cached_tokens = 0;  // local prefix-cache hits + tokens pulled from a prefill instance
+  uint32_t cached_tokens = 0;      // local prefix-cache hits + tokens loaded from an offload tier
+                                   // + tokens pulled from a prefill instance
+  uint32_t loaded_ram_tokens = 0;  // of cached_tokens: loaded from the offload RAM tier
+  uint32_t loaded_ssd_tokens = 0;  // of cached_tokens: loaded from the offload SSD tier
 };
 
 // Modelled timestamps of one request (engine time, already time-scaled).
@@ -256,6 +265,10 @@ class Engine {
   // (never before: pulled blocks hold nothing until then).
   void cache_full_blocks(Req& r, uint64_t num_tokens);
   bool try_schedule_waiting(Req& r, uint32_t& budget, Nanos t);
+  // The offload tier's resident run of r's blocks [hit_blocks, max_blocks): how many blocks load
+  // (r's loaded counts and load time set), 0 without a tier.
+  uint32_t load_from_tier(Req& r, uint32_t hit_blocks, uint32_t max_blocks);
+  void flush_evicted();
   void start_pull(Req& r, Nanos t);
   void emit_token(Req& r, Nanos t);
   void finish(Req& r, FinishReason reason, Nanos t, int error_status = 0);
@@ -293,6 +306,8 @@ class Engine {
 
   std::vector<Event> events_;
   std::vector<KvCacheEvent> kv_events_;  // recorded up to the end of the last completed step
+  std::vector<BlockHash> evicted_;       // evicted from HBM, not yet put into the offload tier
+  std::vector<OffloadTierKind> tier_run_;
 };
 
 }  // namespace cgn::sim

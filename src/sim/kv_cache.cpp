@@ -134,6 +134,9 @@ bool BlockPool::allocate(uint32_t n, std::vector<BlockId>& out) {
     assert(id != kNoBlock);
     queue_remove(id);
     if (blocks_[id].has_hash) {
+      if (evicted_sink_ != nullptr) {
+        evicted_sink_->push_back(blocks_[id].hash);
+      }
       drop_hash(id);
       ++counters_.evictions;
     }

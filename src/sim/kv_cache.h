@@ -114,6 +114,10 @@ class BlockPool {
   uint32_t ref_count(BlockId id) const { return blocks_[id].ref; }
   const KvCacheCounters& counters() const { return counters_; }
 
+  // Hashes dropped by LRU reuse (allocate) are appended to *sink when set, oldest first (the
+  // engine hands them to its offload tier). nullptr: not kept.
+  void set_evicted_sink(std::vector<BlockHash>* sink) { evicted_sink_ = sink; }
+
   // KV events: off by default (no cost). take_events moves the recorded ones onto out.
   void set_record_events(bool on) { record_events_ = on; }
   bool records_events() const { return record_events_; }
@@ -141,6 +145,7 @@ class BlockPool {
   KvCacheCounters counters_;
   bool record_events_ = false;
   std::vector<KvCacheEvent> events_;
+  std::vector<BlockHash>* evicted_sink_ = nullptr;
 };
 
 }  // namespace cgn::sim

@@ -64,6 +64,9 @@ struct SimOptions {
   FaultPlan faults;
   std::string fault_rules_file;  // --sim-fault-rules: loaded by the binary (fault_rules.h)
   std::string engine_index = "0";
+  // --kvcached-target HOST:PORT: offload evicted KV blocks to this cgn-kvcached and load resident
+  // runs from it (shell/kvcached_tier.h). Empty: no offload.
+  std::string kvcached_target;
   std::vector<std::string> ignored_flags;
 };
 

@@ -238,6 +238,16 @@ std::string render_vllm(const Engine& e, const MetricsContext& ctx) {
         "instead.",
         one(static_cast<double>(s.prefix_cache_hits)), true);
   }
+  if (e.config().offload != nullptr) {
+    // Only with a KV offload tier (offload_tier.h): where the prompt tokens came from.
+    w.counter("cgn_sim:kv_offload_loaded_tokens", "Prompt tokens loaded from the KV offload tier, by tier.",
+              {{{{"tier", "ram"}}, static_cast<double>(s.prompt_tokens_loaded_ram)},
+               {{{"tier", "ssd"}}, static_cast<double>(s.prompt_tokens_loaded_ssd)}},
+              false);
+    w.counter("cgn_sim:prompt_tokens_recomputed",
+              "Prompt tokens prefilled here (not in HBM, not loaded from a tier, not transferred).",
+              one(static_cast<double>(s.prompt_tokens_computed)), false);
+  }
   w.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
             one(static_cast<double>(s.preemptions)), true);
   w.counter("vllm:prompt_tokens", "Number of prefill tokens processed.",

@@ -40,6 +40,17 @@ Nanos NodeModel::kv_transfer_time(uint64_t tokens) const {
       std::llround(kv_transfer_fixed_ns + static_cast<double>(tokens) * kv_transfer_ns_per_token));
 }
 
+Nanos NodeModel::tier_load_time(uint64_t ram_tokens, uint64_t ssd_tokens) const {
+  double ns = 0.0;
+  if (ram_tokens > 0) {
+    ns += tier_ram_fixed_ns + static_cast<double>(ram_tokens) * tier_ram_ns_per_token;
+  }
+  if (ssd_tokens > 0) {
+    ns += tier_ssd_fixed_ns + static_cast<double>(ssd_tokens) * tier_ssd_ns_per_token;
+  }
+  return static_cast<Nanos>(std::llround(ns));
+}
+
 NodeModel default_node_model() {
   NodeModel m;
   m.name = "llama-3.1-8b-bf16-h100-sxm-80gb-vllm-v1";

@@ -41,6 +41,13 @@ struct NodeModel {
   double kv_transfer_ns_per_token = 5'000.0;  // 128 KiB per token at ~26 GB/s
   // KV bytes per token (documentation and transfer sizing only).
   uint64_t kv_bytes_per_token = 131'072;
+  // KV offload tiers (offload_tier.h): loading a resident run back into HBM. RAM: host to GPU
+  // over PCIe 5.0 x16 (~50 GB/s effective); SSD: an NVMe Gen4 read (~7 GB/s) then the same
+  // PCIe copy. Per token = kv_bytes_per_token / bandwidth; docs/sim.md cites the figures.
+  double tier_ram_fixed_ns = 50'000.0;      // one lookup + the first copy's latency
+  double tier_ram_ns_per_token = 2'621.0;   // 128 KiB / 50 GB/s
+  double tier_ssd_fixed_ns = 150'000.0;     // + NVMe read latency
+  double tier_ssd_ns_per_token = 21'346.0;  // 128 KiB / 7 GB/s + 128 KiB / 50 GB/s
 
   // The step time (unscaled) of a step with these totals.
   // prefill_pairs = sum over prefill chunks of chunk * (context_before + chunk / 2).
@@ -56,6 +63,8 @@ struct NodeModel {
   Nanos decode_itl(uint32_t batch, uint64_t context) const;
   // Time to pull n tokens of KV from a prefill instance.
   Nanos kv_transfer_time(uint64_t tokens) const;
+  // Time to load ram_tokens from the RAM tier and ssd_tokens from the SSD tier (0 for none).
+  Nanos tier_load_time(uint64_t ram_tokens, uint64_t ssd_tokens) const;
 };
 
 // Llama-3.1-8B bf16 on one H100 SXM 80GB, vLLM V1 defaults (see docs/sim.md).

@@ -60,6 +60,8 @@ struct EngineStats {
   uint64_t prompt_tokens_computed = 0;     // of which prefilled here (not cached, not transferred)
   uint64_t prompt_tokens_cached = 0;       // of which found in the local prefix cache
   uint64_t prompt_tokens_transferred = 0;  // of which pulled from a prefill instance (P/D)
+  uint64_t prompt_tokens_loaded_ram = 0;   // of the cached ones: loaded from the offload RAM tier
+  uint64_t prompt_tokens_loaded_ssd = 0;   // of the cached ones: loaded from the offload SSD tier
   uint64_t generation_tokens = 0;
   std::array<uint64_t, kNumFinished> finished{};  // by reason
   uint64_t requests_received = 0;

@@ -16,7 +16,7 @@ namespace {
 
 struct Overrides {
   std::optional<std::string> flavor, model, served, host, mode, fault, fault_rules, kv_config, engine_index,
-      kv_events_config, kv_events_encoding;
+      kv_events_config, kv_events_encoding, kvcached_target;
   std::optional<int> port;
   std::optional<double> time_scale, load_seconds, kv_abort_timeout_s;
   std::optional<uint32_t> max_waiting, block_size, num_gpu_blocks, max_num_seqs, max_batched_tokens,
@@ -163,6 +163,9 @@ void add_flags(CLI::App& app, Overrides& o) {
                  "Embedding width when a request sets none (default 1024)")
       ->check(CLI::Range(1, 65536));
   app.add_option("--engine-index", o.engine_index, "vLLM 'engine' metric label (default 0)");
+  app.add_option("--kvcached-target", o.kvcached_target,
+                 "HOST:PORT of a cgn-kvcached: offload evicted KV blocks there and load them back on a "
+                 "prefix miss (kv_offload = \"cgn\")");
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, off");
 }
 
@@ -361,6 +364,13 @@ CliResult<Ok> apply_model(const Overrides& o, SimOptions& sim) {
   }
   if (o.engine_index) {
     sim.engine_index = o.engine_index->substr(0, 16);
+  }
+  if (o.kvcached_target) {
+    const size_t colon = o.kvcached_target->rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == o.kvcached_target->size()) {
+      return fail("--kvcached-target: expected HOST:PORT, got '" + *o.kvcached_target + "'");
+    }
+    sim.kvcached_target = *o.kvcached_target;
   }
   return Ok{};
 }

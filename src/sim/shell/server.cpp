@@ -26,6 +26,7 @@
 #include "sim/openai_parse.h"
 #include "sim/openai_render.h"
 #include "sim/shell/kv_event_publisher.h"
+#include "sim/shell/kvcached_tier.h"
 #include "sim/shell_api.h"
 
 // GCC 12 at -O1 with sanitizers reports -Wmismatched-new-delete on some Asio
@@ -742,6 +743,20 @@ http::HttpResult<uint16_t> SimServer::start() {
     kv_pub = std::move(*p);
     ecfg.record_kv_events = true;
   }
+  if (!config_.sim.kvcached_target.empty() && !tier_) {
+    auto client = kvcached::KvClient::connect(config_.sim.kvcached_target, config::TlsConfig{});
+    if (!client.ok()) {
+      return http::http_error(http::HttpError::bind_failed, "kvcached: " + client.error().message);
+    }
+    kvcache::BlockNamespace ns;
+    ns.model = config_.sim.served_model_name;
+    ns.dtype = "bf16";
+    ns.tp_size = static_cast<uint32_t>(std::max(1, ecfg.tp_size));
+    ns.block_tokens = ecfg.model.block_size;
+    tier_ = std::make_unique<KvcachedTier>(std::move(*client), std::move(ns));
+    lg->info("offloading KV to cgn-kvcached at {}", config_.sim.kvcached_target);
+  }
+  ecfg.offload = tier_.get();
   impl_ = std::make_unique<Impl>(config_, std::move(ecfg));
   impl_->port = port_;
   impl_->kv_pub = std::move(kv_pub);

@@ -75,6 +75,7 @@ class SimServer {
   uint16_t port_ = 0;
   std::string engine_id_;
   int reserved_fd_ = -1;
+  std::unique_ptr<OffloadTier> tier_;  // --kvcached-target; outlives impl_'s engine
   std::unique_ptr<Impl> impl_;
   std::thread loader_;   // delayed listen (port closed while loading)
   std::thread refuser_;  // fault `refuse`: accept and close
