@@ -10,6 +10,7 @@
 
 #include "agent/agent_grpc.h"
 #include "agent/agent_proxy.h"
+#include "agent/engine_digests.h"
 #include "agent/gpu_identity.h"
 #include "agent/kv_event_subscriber.h"
 #include "agent/kv_residency.h"
@@ -272,8 +273,12 @@ CliResult<Ok> AgentApp::start_residency() {
     return failure("[kvcached] listen " + setup_.launch.kvcached_target + ": " + client.error().message);
   }
   kvcached_ = std::move(*client);
+  const uint32_t block_bytes = setup_.config.router.routing.block_bytes;
+  EngineNaming naming = engine_naming(setup_.driver, setup_.config.engine, block_bytes);
+  engine_chain_ = naming.chain;
   KvResidencyOptions o;
-  o.ns = kv_namespace(setup_.config.engine, setup_.config.router.routing.block_bytes);
+  o.ns = naming.ns;
+  o.block_bytes = block_bytes;
   o.interval = std::chrono::milliseconds(setup_.config.agent.publish_interval_ms);
   o.max_digests = setup_.config.agent.max_published_prefixes;
   ResidencySink sink;
@@ -318,17 +323,17 @@ CliResult<Ok> AgentApp::start_proxy(const std::string& host, uint16_t port) {
                  log::kv("listen", ac.listen), log::kv("grpc_listen", ac.grpc_listen));
   }
   PrefixRecorder recorder;
-  if (publisher_->carries_prefixes() || residency_) {
-    recorder = [p = publisher_.get(), r = residency_.get()](std::span<const Digest> chain) {
-      p->record_prefixes(chain);  // a no-op where the backend carries no prefixes
-      if (r != nullptr) {
-        r->track(chain);
-      }
-    };
+  if (publisher_->carries_prefixes()) {
+    recorder = [p = publisher_.get()](std::span<const Digest> chain) { p->record_prefixes(chain); };
   }
   if (residency_) {
-    px.resident_run = [r = residency_.get()](std::span<const Digest> chain) {
-      return r->resident_run(chain);
+    px.kv_hints = [r = residency_.get(), chain = engine_chain_, block_bytes = px.block_bytes](
+                      std::string_view path, std::string_view body) {
+      KvHints h;
+      h.prefix = chain(path, body);
+      r->track(completion_digests(path, body, nullptr, block_bytes), h.prefix);
+      h.resident = r->resident_run(h.prefix);
+      return h;
     };
   }
   NodeAgent* node = node_.get();

@@ -15,13 +15,17 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 #include "agent/agent_options.h"
 #include "core/cli_exit.h"
 #include "core/clock.h"
 #include "core/cluster_token.h"
+#include "core/digest_types.h"
 
 namespace cgn::cluster {
 class NodePublisher;
@@ -85,6 +89,7 @@ class AgentApp {
   std::unique_ptr<KvEventSubscriber> kv_events_;
   std::unique_ptr<kvcached::KvClient> kvcached_;  // kv_offload = "cgn" only
   std::unique_ptr<KvResidency> residency_;        // kv_offload = "cgn" only
+  std::function<std::vector<Digest>(std::string_view, std::string_view)> engine_chain_;  // with residency_
   std::unique_ptr<AgentProxy> proxy_;
 };
 

@@ -450,11 +450,11 @@ asio::awaitable<std::optional<http::Request>> AgentProxy::Impl::upstream_request
       req.body() = std::move(**stripped);
     }
   }
-  if (options.resident_run && req.method() == http::Verb::post && (c.ep == "chat" || c.ep == "completions")) {
+  if (options.kv_hints && req.method() == http::Verb::post && (c.ep == "chat" || c.ep == "completions")) {
     // kv_offload = "cgn": the prompt's digests and what kvcached holds of them, for the engine.
-    const auto chain = completion_digests(c.path, req.body(), nullptr, options.block_bytes);
-    if (!chain.empty()) {
-      if (auto body = add_cgn_kv_transfer_params(req.body(), chain, options.resident_run(chain))) {
+    const KvHints hints = options.kv_hints(c.path, req.body());
+    if (!hints.prefix.empty()) {
+      if (auto body = add_cgn_kv_transfer_params(req.body(), hints.prefix, hints.resident)) {
         up.body() = std::move(*body);
         up.prepare_payload();
         co_return std::optional<http::Request>(std::move(up));

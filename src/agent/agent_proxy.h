@@ -44,9 +44,14 @@ struct EngineHealth {
   std::string state;  // the supervisor's EngineState name: "ready", "starting", ...
 };
 
-// kv_offload = "cgn": the leading run of a prompt's chain the node's cgn-kvcached holds, from
-// the agent's last BatchLookup (agent/kv_residency.h); never waits on kvcached.
-using ResidentRun = std::function<std::vector<Digest>(std::span<const Digest>)>;
+// kv_offload = "cgn": for a completions / chat body, the prompt's chain in the engine's block
+// naming and the leading run of it the node's cgn-kvcached holds, from the agent's last
+// BatchLookup (agent/kv_residency.h); never waits on kvcached. Empty prefix: nothing to add.
+struct KvHints {
+  std::vector<Digest> prefix;
+  std::vector<Digest> resident;
+};
+using KvHintsFn = std::function<KvHints(std::string_view path, std::string_view body)>;
 
 struct AgentProxyOptions {
   std::string host = "0.0.0.0";
@@ -68,9 +73,9 @@ struct AgentProxyOptions {
   // must present a certificate the CA verifies, which then stands in for the token.
   config::TlsConfig tls;
   // kv_offload = "cgn" (set: on): completions and chat requests reach the engine with
-  // kv_transfer_params.cgn_prefix_digests (the prompt's digests, computed here) and
-  // cgn_resident_digests (this run's answer), for the engine's kvcached connector.
-  ResidentRun resident_run;
+  // kv_transfer_params.cgn_prefix_digests and cgn_resident_digests (these hints), for the
+  // engine's kvcached connector.
+  KvHintsFn kv_hints;
 };
 
 using PrefixRecorder = std::function<void(std::span<const Digest>)>;

@@ -431,8 +431,11 @@ TEST(AgentProxy, kv_transfer_params_reach_the_engine_only_from_the_router) {
 TEST(AgentProxy, kv_offload_cgn_hands_the_engine_the_prompt_digests_and_what_kvcached_holds) {
   EchoUpstream up;
   Harness h(up.port, nullptr, "", 2, [](AgentProxyOptions& o) {
-    o.resident_run = [](std::span<const Digest> chain) {
-      return std::vector<Digest>(chain.begin(), chain.begin() + std::min<size_t>(chain.size(), 2));
+    o.kv_hints = [](std::string_view path, std::string_view body) {
+      KvHints h;
+      h.prefix = completion_digests(path, body, nullptr, 256);
+      h.resident.assign(h.prefix.begin(), h.prefix.begin() + std::min<size_t>(h.prefix.size(), 2));
+      return h;
     };
   });
   const std::string prompt(1100, 'p');  // four full 256-byte blocks of canonical prompt and more

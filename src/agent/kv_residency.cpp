@@ -2,19 +2,9 @@
 
 #include <algorithm>
 
-#include "agent/driver.h"
+#include "cluster/kv_publish_set.h"
 
 namespace cgn::agent {
-
-kvcache::BlockNamespace kv_namespace(const config::EngineConfig& engine, uint32_t block_bytes) {
-  kvcache::BlockNamespace ns;
-  ns.model = detail::served_name_or_model(engine);
-  ns.dtype = "auto";
-  ns.tp_rank = 0;
-  ns.tp_size = 1;
-  ns.block_tokens = std::max<uint32_t>(block_bytes / 4, 1);
-  return ns;
-}
 
 routing::Tier to_routing_tier(kvcache::Tier t) {
   return t == kvcache::Tier::kSsd ? routing::Tier::kSsd : routing::Tier::kRam;
@@ -51,30 +41,51 @@ void KvResidency::stop() {
   }
 }
 
-void KvResidency::track(std::span<const Digest> chain) {
-  if (chain.empty()) {
+void KvResidency::track(std::span<const Digest> routing, std::span<const Digest> engine) {
+  if (engine.empty() || routing.empty()) {
     return;
   }
-  // Chained digests: a tracked chain is a prefix of `chain` when its last digest sits at the
-  // same depth in `chain` (and the other way round).
-  const size_t keep = std::min(chain.size(), options_.max_digests);
+  // Chained digests: a tracked chain is a prefix of `engine` when its last digest sits at the
+  // same depth in `engine` (and the other way round).
+  const size_t keep = std::min(engine.size(), options_.max_digests);
   std::lock_guard lock(mu_);
   for (auto it = chains_.begin(); it != chains_.end();) {
-    if (it->size() >= keep && (*it)[keep - 1] == chain[keep - 1]) {
+    const auto& e = it->engine;
+    if (e.size() >= keep && e[keep - 1] == engine[keep - 1]) {
       return;  // already tracked, whole
     }
-    if (it->size() < keep && chain[it->size() - 1] == it->back()) {
-      tracked_ -= it->size();
+    if (e.size() < keep && engine[e.size() - 1] == e.back()) {
+      tracked_ -= e.size();
       it = chains_.erase(it);
     } else {
       ++it;
     }
   }
-  chains_.emplace_back(chain.begin(), chain.begin() + static_cast<std::ptrdiff_t>(keep));
+  chains_.push_back(Tracked{{routing.begin(), routing.end()},
+                            {engine.begin(), engine.begin() + static_cast<std::ptrdiff_t>(keep)}});
   tracked_ += keep;
   while (tracked_ > options_.max_digests && chains_.size() > 1) {
-    tracked_ -= chains_.front().size();
+    tracked_ -= chains_.front().engine.size();
     chains_.pop_front();
+  }
+}
+
+void KvResidency::map_run(const Tracked& t, std::span<const kvcache::Tier> run,
+                          std::unordered_map<Digest, routing::Tier, DigestHash>& out) const {
+  const uint64_t block_bytes_engine = uint64_t{options_.ns.block_tokens} * cluster::kBytesPerToken;
+  if (run.empty() || block_bytes_engine == 0 || options_.block_bytes == 0) {
+    return;
+  }
+  const uint64_t covered = run.size() * block_bytes_engine;
+  const size_t n = std::min<size_t>(t.routing.size(), covered / options_.block_bytes);
+  for (size_t j = 0; j < n; ++j) {
+    const uint64_t last_byte = (j + 1) * uint64_t{options_.block_bytes} - 1;
+    const size_t block = std::min<size_t>(last_byte / block_bytes_engine, run.size() - 1);
+    const routing::Tier tier = to_routing_tier(run[block]);
+    auto [it, fresh] = out.emplace(t.routing[j], tier);
+    if (!fresh && tier > it->second) {
+      it->second = tier;  // two chains disagree: the colder tier, the cautious credit
+    }
   }
 }
 
@@ -91,13 +102,18 @@ std::vector<Digest> KvResidency::resident_run(std::span<const Digest> chain) con
 }
 
 bool KvResidency::refresh_once() {
-  std::vector<std::vector<Digest>> chains;
+  std::vector<Tracked> tracked;
   {
     std::lock_guard lock(mu_);
-    chains.assign(chains_.begin(), chains_.end());
+    tracked.assign(chains_.begin(), chains_.end());
   }
-  if (chains.empty()) {
+  if (tracked.empty()) {
     return true;
+  }
+  std::vector<std::vector<Digest>> chains;
+  chains.reserve(tracked.size());
+  for (const auto& t : tracked) {
+    chains.push_back(t.engine);
   }
   auto answer = lookup_(options_.ns, chains, /*lease_ms=*/0);
   if (!answer) {
@@ -109,28 +125,32 @@ bool KvResidency::refresh_once() {
     return false;
   }
   changes_.update("kvcached", "reachable", spdlog::level::info, "cgn-kvcached answers BatchLookup");
-  std::unordered_map<Digest, routing::Tier, DigestHash> now;
-  for (size_t i = 0; i < chains.size() && i < answer->runs.size(); ++i) {
+  std::unordered_map<Digest, routing::Tier, DigestHash> engine_now;
+  std::unordered_map<Digest, routing::Tier, DigestHash> routing_now;
+  for (size_t i = 0; i < tracked.size() && i < answer->runs.size(); ++i) {
     const auto& run = answer->runs[i];
-    for (size_t j = 0; j < run.size() && j < chains[i].size(); ++j) {
-      now[chains[i][j]] = to_routing_tier(run[j]);
+    const size_t n = std::min(run.size(), tracked[i].engine.size());
+    for (size_t j = 0; j < n; ++j) {
+      engine_now[tracked[i].engine[j]] = to_routing_tier(run[j]);
     }
+    map_run(tracked[i], std::span(run).first(n), routing_now);
   }
   ResidencyChange change;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [d, tier] : now) {
-      auto old = resident_.find(d);
-      if (old == resident_.end() || old->second != tier) {
+    for (const auto& [d, tier] : routing_now) {
+      auto old = published_.find(d);
+      if (old == published_.end() || old->second != tier) {
         change.resident.emplace_back(d, tier);
       }
     }
-    for (const auto& [d, tier] : resident_) {
-      if (!now.contains(d)) {
+    for (const auto& [d, tier] : published_) {
+      if (!routing_now.contains(d)) {
         change.gone.push_back(d);
       }
     }
-    resident_ = std::move(now);
+    resident_ = std::move(engine_now);
+    published_ = std::move(routing_now);
     ++rounds_;
   }
   if (sink_ && !change.empty()) {

@@ -1,15 +1,16 @@
 // What the node's cgn-kvcached holds of the prompts this agent served, for kv_offload = "cgn"
-// (docs/agent.md "Tiered KV"). The agent tracks the digest chains it published (track), asks
+// (docs/agent.md "Tiered KV"). The agent tracks each prompt's routing chain beside its chain in
+// the engine's block naming (agent/engine_digests.h) (track), asks
 // its kvcached for them every interval in one BatchLookup (no lease: the answer is a hint for
 // routing and for the engine, which takes its own lease when it loads), hands the change (newly
 // resident digests with their tier, digests no longer resident) to the sink (the etcd publisher),
 // and keeps the last answer for the data path (resident_run), which never waits on kvcached.
 //
-// Namespace (kv_namespace): model = [engine] served model name, dtype "auto", tp_rank 0 of
-// tp_size 1, block_tokens = [router.routing] block_bytes / 4, tenant "". The agent's digests
-// name block_bytes of canonical prompt text (about block_bytes / 4 tokens); an engine that saves
-// blocks under the digests the agent hands it (kv_transfer_params.cgn_prefix_digests) and in this
-// namespace is found; one that names its blocks otherwise is not.
+// The engine's resident run of k blocks of block_tokens tokens stands for the routing digests
+// covering k * block_tokens * 4 bytes of prompt (the 4-bytes-a-token rule of the capacity and
+// KV-event rules, cluster::kBytesPerToken), each at the tier of the engine block holding its
+// last byte; with routing digests as the engine's (block_tokens = block_bytes / 4) that is one
+// for one.
 //
 // Threads: one refresh thread (start/stop, from the owner's thread). track() and
 // resident_run() are safe from any thread.
@@ -37,14 +38,12 @@
 namespace cgn::agent {
 
 struct KvResidencyOptions {
-  kvcache::BlockNamespace ns;
+  kvcache::BlockNamespace ns;               // the engine's (engine_naming)
+  uint32_t block_bytes = 256;               // [router.routing] block_bytes: the routing digests' block
   std::chrono::milliseconds interval{250};  // [agent] publish_interval_ms
   size_t max_digests = 4096;                // [agent] max_published_prefixes: digests tracked at most
   uint32_t timeout_ms = 1000;               // one BatchLookup's deadline
 };
-
-// The namespace the agent looks its digests up in (see above).
-kvcache::BlockNamespace kv_namespace(const config::EngineConfig& engine, uint32_t block_bytes);
 
 routing::Tier to_routing_tier(kvcache::Tier t);
 
@@ -72,10 +71,10 @@ class KvResidency {
   void start();
   void stop();
 
-  // A prompt's chain (digest 0..n-1) to look up from now on. A chain that extends a tracked one
-  // replaces it; past max_digests the oldest chains are dropped.
-  void track(std::span<const Digest> chain);
-  // The leading run of `chain` the last answer found resident.
+  // A prompt's routing chain and its chain in the engine's naming, looked up from now on. One
+  // that extends a tracked one replaces it; past max_digests the oldest are dropped.
+  void track(std::span<const Digest> routing, std::span<const Digest> engine);
+  // The leading run of `chain` (engine naming) the last answer found resident.
   std::vector<Digest> resident_run(std::span<const Digest> chain) const;
   // One lookup round (the refresh thread's body; tests call it directly). False when the daemon
   // did not answer (the last answer stays).
@@ -97,9 +96,18 @@ class KvResidency {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
-  std::deque<std::vector<Digest>> chains_;  // oldest first
-  size_t tracked_ = 0;                      // digests in chains_
-  std::unordered_map<Digest, routing::Tier, DigestHash> resident_;
+  struct Tracked {
+    std::vector<Digest> routing;
+    std::vector<Digest> engine;
+  };
+  // The routing digests a resident run stands for (see above).
+  void map_run(const Tracked& t, std::span<const kvcache::Tier> run,
+               std::unordered_map<Digest, routing::Tier, DigestHash>& out) const;
+
+  std::deque<Tracked> chains_;                                       // oldest first
+  size_t tracked_ = 0;                                               // engine digests in chains_
+  std::unordered_map<Digest, routing::Tier, DigestHash> resident_;   // engine naming
+  std::unordered_map<Digest, routing::Tier, DigestHash> published_;  // routing digests
   uint64_t rounds_ = 0;
   uint64_t failures_ = 0;
   std::thread thread_;

@@ -2,6 +2,7 @@
 // reaches the sink with its tier, once per change, and what it lost goes as `gone`.
 #include <gtest/gtest.h>
 
+#include "agent/engine_digests.h"
 #include "agent/kv_residency.h"
 // GCC 12 at -O3 reports a false -Wrestrict inside the operator+ chain of Daemon's constructor
 // once inlined here (GCC PR105329); the strings do not overlap.
@@ -25,8 +26,8 @@ TEST(KvResidency, publishes_what_kvcached_holds_with_its_tier_and_withdraws_what
   ASSERT_TRUE(client.ok()) << client.error().message;
   config::EngineConfig engine;
   engine.model = "m";
-  const kvcache::BlockNamespace ns = kv_namespace(engine, 256);
-  EXPECT_EQ(ns.block_tokens, 64u);
+  const kvcache::BlockNamespace ns = engine_naming("vllm", engine, 256).ns;
+  EXPECT_EQ(ns.block_tokens, 64u);  // routing digests as the engine's: one for one
   std::vector<Digest> chain;
   for (uint64_t i = 0; i < 5; ++i) {
     chain.push_back(digest_of(7, i));
@@ -38,14 +39,15 @@ TEST(KvResidency, publishes_what_kvcached_holds_with_its_tier_and_withdraws_what
   std::vector<ResidencyChange> seen;
   KvResidencyOptions o;
   o.ns = ns;
+  o.block_bytes = 256;
   KvResidency r(
       o,
       [&](const kvcache::BlockNamespace& n, const std::vector<std::vector<Digest>>& reqs, uint32_t lease) {
         return (*client)->batch_lookup(n, reqs, lease);
       },
       [&](const ResidencyChange& c) { seen.push_back(c); });
-  r.track(std::span(chain).first(2));
-  r.track(chain);  // extends the first: replaces it
+  r.track(std::span(chain).first(2), std::span(chain).first(2));
+  r.track(chain, chain);  // extends the first: replaces it
   EXPECT_EQ(r.tracked_digests(), 5u);
   ASSERT_TRUE(r.refresh_once());
   ASSERT_EQ(seen.size(), 1u);
