@@ -1,6 +1,7 @@
 #include "agent/kv_residency.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "cluster/kv_publish_set.h"
 
@@ -70,21 +71,28 @@ void KvResidency::track(std::span<const Digest> routing, std::span<const Digest>
   }
 }
 
-void KvResidency::map_run(const Tracked& t, std::span<const kvcache::Tier> run,
+void KvResidency::map_run(const Tracked& t, std::span<const std::optional<routing::Tier>> blocks,
                           std::unordered_map<Digest, routing::Tier, DigestHash>& out) const {
   const uint64_t block_bytes_engine = uint64_t{options_.ns.block_tokens} * cluster::kBytesPerToken;
-  if (run.empty() || block_bytes_engine == 0 || options_.block_bytes == 0) {
+  if (blocks.empty() || block_bytes_engine == 0 || options_.block_bytes == 0) {
     return;
   }
-  const uint64_t covered = run.size() * block_bytes_engine;
-  const size_t n = std::min<size_t>(t.routing.size(), covered / options_.block_bytes);
-  for (size_t j = 0; j < n; ++j) {
-    const uint64_t last_byte = (j + 1) * uint64_t{options_.block_bytes} - 1;
-    const size_t block = std::min<size_t>(last_byte / block_bytes_engine, run.size() - 1);
-    const routing::Tier tier = to_routing_tier(run[block]);
-    auto [it, fresh] = out.emplace(t.routing[j], tier);
-    if (!fresh && tier > it->second) {
-      it->second = tier;  // two chains disagree: the colder tier, the cautious credit
+  for (size_t j = 0; j < t.routing.size(); ++j) {
+    const uint64_t first = j * uint64_t{options_.block_bytes} / block_bytes_engine;
+    const uint64_t last = ((j + 1) * uint64_t{options_.block_bytes} - 1) / block_bytes_engine;
+    if (last >= blocks.size()) {
+      break;
+    }
+    std::optional<routing::Tier> tier = routing::Tier::kRam;
+    for (uint64_t b = first; b <= last && tier; ++b) {
+      tier = blocks[b] ? std::optional<routing::Tier>(std::max(*tier, *blocks[b])) : std::nullopt;  // coldest
+    }
+    if (!tier) {
+      continue;  // not wholly in kvcached (the engine may hold it: published as the engine's)
+    }
+    auto [it, fresh] = out.emplace(t.routing[j], *tier);
+    if (!fresh && *tier > it->second) {
+      it->second = *tier;  // two chains disagree: the colder tier, the cautious credit
     }
   }
 }
@@ -93,10 +101,9 @@ std::vector<Digest> KvResidency::resident_run(std::span<const Digest> chain) con
   std::vector<Digest> out;
   std::lock_guard lock(mu_);
   for (const Digest& d : chain) {
-    if (!resident_.contains(d)) {
-      break;
+    if (resident_.contains(d)) {
+      out.push_back(d);
     }
-    out.push_back(d);
   }
   return out;
 }
@@ -110,12 +117,15 @@ bool KvResidency::refresh_once() {
   if (tracked.empty()) {
     return true;
   }
-  std::vector<std::vector<Digest>> chains;
-  chains.reserve(tracked.size());
+  // One request per block: BatchLookup answers the unbroken run from a request's first digest,
+  // and a prompt whose head the engine still holds has only its tail in kvcached.
+  std::vector<std::vector<Digest>> requests;
   for (const auto& t : tracked) {
-    chains.push_back(t.engine);
+    for (const Digest& d : t.engine) {
+      requests.push_back({d});
+    }
   }
-  auto answer = lookup_(options_.ns, chains, /*lease_ms=*/0);
+  auto answer = lookup_(options_.ns, requests, /*lease_ms=*/0);
   if (!answer) {
     changes_.update("kvcached", "unreachable", spdlog::level::warn,
                     "cgn-kvcached did not answer BatchLookup; residency is not refreshed",
@@ -127,13 +137,16 @@ bool KvResidency::refresh_once() {
   changes_.update("kvcached", "reachable", spdlog::level::info, "cgn-kvcached answers BatchLookup");
   std::unordered_map<Digest, routing::Tier, DigestHash> engine_now;
   std::unordered_map<Digest, routing::Tier, DigestHash> routing_now;
-  for (size_t i = 0; i < tracked.size() && i < answer->runs.size(); ++i) {
-    const auto& run = answer->runs[i];
-    const size_t n = std::min(run.size(), tracked[i].engine.size());
-    for (size_t j = 0; j < n; ++j) {
-      engine_now[tracked[i].engine[j]] = to_routing_tier(run[j]);
+  size_t k = 0;
+  for (const auto& t : tracked) {
+    std::vector<std::optional<routing::Tier>> blocks(t.engine.size());
+    for (size_t b = 0; b < t.engine.size(); ++b, ++k) {
+      if (k < answer->runs.size() && !answer->runs[k].empty()) {
+        blocks[b] = to_routing_tier(answer->runs[k][0]);
+        engine_now[t.engine[b]] = *blocks[b];
+      }
     }
-    map_run(tracked[i], std::span(run).first(n), routing_now);
+    map_run(t, blocks, routing_now);
   }
   ResidencyChange change;
   {

@@ -1,16 +1,16 @@
 // What the node's cgn-kvcached holds of the prompts this agent served, for kv_offload = "cgn"
 // (docs/agent.md "Tiered KV"). The agent tracks each prompt's routing chain beside its chain in
 // the engine's block naming (agent/engine_digests.h) (track), asks
-// its kvcached for them every interval in one BatchLookup (no lease: the answer is a hint for
-// routing and for the engine, which takes its own lease when it loads), hands the change (newly
+// its kvcached for them every interval in one BatchLookup, one request per block (no lease: the answer is a
+// hint for routing and for the engine, which takes its own lease when it loads), hands the change (newly
 // resident digests with their tier, digests no longer resident) to the sink (the etcd publisher),
 // and keeps the last answer for the data path (resident_run), which never waits on kvcached.
 //
-// The engine's resident run of k blocks of block_tokens tokens stands for the routing digests
-// covering k * block_tokens * 4 bytes of prompt (the 4-bytes-a-token rule of the capacity and
-// KV-event rules, cluster::kBytesPerToken), each at the tier of the engine block holding its
-// last byte; with routing digests as the engine's (block_tokens = block_bytes / 4) that is one
-// for one.
+// Routing digest j (bytes j*block_bytes .. (j+1)*block_bytes-1 of the prompt) is resident when
+// every engine block covering those bytes is, at block_tokens * 4 bytes a block (the
+// 4-bytes-a-token rule of the capacity and KV-event rules, cluster::kBytesPerToken), at the
+// coldest of their tiers; with routing digests as the engine's (block_tokens = block_bytes / 4)
+// that is one for one.
 //
 // Threads: one refresh thread (start/stop, from the owner's thread). track() and
 // resident_run() are safe from any thread.
@@ -22,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <unordered_map>
@@ -74,7 +75,7 @@ class KvResidency {
   // A prompt's routing chain and its chain in the engine's naming, looked up from now on. One
   // that extends a tracked one replaces it; past max_digests the oldest are dropped.
   void track(std::span<const Digest> routing, std::span<const Digest> engine);
-  // The leading run of `chain` (engine naming) the last answer found resident.
+  // The digests of `chain` (engine naming) the last answer found resident, in chain order.
   std::vector<Digest> resident_run(std::span<const Digest> chain) const;
   // One lookup round (the refresh thread's body; tests call it directly). False when the daemon
   // did not answer (the last answer stays).
@@ -101,7 +102,8 @@ class KvResidency {
     std::vector<Digest> engine;
   };
   // The routing digests a resident run stands for (see above).
-  void map_run(const Tracked& t, std::span<const kvcache::Tier> run,
+  // blocks[b]: where kvcached holds engine block b (nullopt: not there).
+  void map_run(const Tracked& t, std::span<const std::optional<routing::Tier>> blocks,
                std::unordered_map<Digest, routing::Tier, DigestHash>& out) const;
 
   std::deque<Tracked> chains_;                                       // oldest first

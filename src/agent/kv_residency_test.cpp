@@ -35,11 +35,19 @@ TEST(KvResidencyMapping, an_engine_run_stands_for_the_routing_digests_its_tokens
       [](const kvcache::BlockNamespace&, const std::vector<std::vector<Digest>>& reqs, uint32_t lease) {
         EXPECT_EQ(lease, 0u);  // a hint: nothing leased
         kvcached::KvLookup l;
-        // 9 blocks resident: 0..6 in RAM, 7..8 on SSD -> routing 0 (blocks 0..3) RAM, routing 1
-        // (blocks 4..7) SSD (its last block), routing 2 needs block 11: not resident.
-        std::vector<kvcache::Tier> run(7, kvcache::Tier::kRam);
-        run.insert(run.end(), 2, kvcache::Tier::kSsd);
-        l.runs.assign(reqs.size(), run);
+        // One request per block. Blocks 0..6 in RAM, 7..8 on SSD, 9.. absent -> routing 0
+        // (blocks 0..3) RAM, routing 1 (blocks 4..7) SSD (the coldest), routing 2 (8..11): not
+        // wholly resident.
+        for (size_t b = 0; b < reqs.size(); ++b) {
+          EXPECT_EQ(reqs[b].size(), 1u);
+          if (b < 7) {
+            l.runs.push_back({kvcache::Tier::kRam});
+          } else if (b < 9) {
+            l.runs.push_back({kvcache::Tier::kSsd});
+          } else {
+            l.runs.emplace_back();
+          }
+        }
         return Result<kvcached::KvLookup, kvcached::ClientError>(l);
       },
       [&](const ResidencyChange& c) { seen.push_back(c); });
@@ -51,6 +59,30 @@ TEST(KvResidencyMapping, an_engine_run_stands_for_the_routing_digests_its_tokens
   EXPECT_EQ(got[routing[0]], routing::Tier::kRam);
   EXPECT_EQ(got[routing[1]], routing::Tier::kSsd);
   EXPECT_EQ(r.resident_run(engine).size(), 9u);
+}
+
+TEST(KvResidencyMapping, a_tail_in_kvcached_behind_a_head_the_engine_holds_is_found) {
+  std::vector<Digest> chain = {dg(3, 0), dg(3, 1), dg(3, 2)};
+  KvResidencyOptions o;
+  o.ns.block_tokens = 64;
+  o.block_bytes = 256;
+  std::vector<ResidencyChange> seen;
+  KvResidency r(
+      o,
+      [](const kvcache::BlockNamespace&, const std::vector<std::vector<Digest>>& reqs, uint32_t) {
+        kvcached::KvLookup l;
+        for (size_t b = 0; b < reqs.size(); ++b) {
+          l.runs.push_back(b == 0 ? std::vector<kvcache::Tier>{}
+                                  : std::vector<kvcache::Tier>{kvcache::Tier::kRam});
+        }
+        return Result<kvcached::KvLookup, kvcached::ClientError>(l);
+      },
+      [&](const ResidencyChange& c) { seen.push_back(c); });
+  r.track(chain, chain);
+  ASSERT_TRUE(r.refresh_once());
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].resident.size(), 2u);
+  EXPECT_EQ(r.resident_run(chain), (std::vector<Digest>{chain[1], chain[2]}));
 }
 
 // A completions body with `n` bytes of prompt (appends, not operator+: GCC 12 -Wrestrict).
@@ -75,8 +107,7 @@ TEST(EngineNaming, the_simulator_is_looked_up_in_its_own_namespace_and_block_has
   const auto chain = sim.chain("/v1/completions", body);
   EXPECT_EQ(chain.size(), 7u);
   // A longer prompt with the same start extends the chain (chained hashes).
-  const auto longer =
-      sim.chain("/v1/completions", completion_body(1200));
+  const auto longer = sim.chain("/v1/completions", completion_body(1200));
   ASSERT_GT(longer.size(), chain.size());
   EXPECT_TRUE(std::equal(chain.begin(), chain.end(), longer.begin()));
   EXPECT_TRUE(sim.chain("/v1/embeddings", body).empty());
