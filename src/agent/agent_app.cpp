@@ -10,13 +10,16 @@
 
 #include "agent/agent_grpc.h"
 #include "agent/agent_proxy.h"
+#include "agent/engine_digests.h"
 #include "agent/gpu_identity.h"
 #include "agent/kv_event_subscriber.h"
+#include "agent/kv_residency.h"
 #include "agent/node_agent.h"
 #include "core/atomic_file.h"
 #include "core/host_port.h"
 #include "core/log.h"
 #include "core/version.h"
+#include "kvcached/kv_client.h"
 #include "state/backends.h"
 
 namespace cgn::agent {
@@ -173,6 +176,9 @@ CliResult<Ok> AgentApp::start() {
     st = start_kv_events();
   }
   if (st) {
+    st = start_residency();
+  }
+  if (st) {
     st = start_proxy(plan->listen_host, plan->listen_port);
   }
   if (!st) {
@@ -254,6 +260,48 @@ CliResult<Ok> AgentApp::start_kv_events() {
   return Ok{};
 }
 
+// kv_offload = "cgn": what the node's cgn-kvcached holds of the prompts served here, looked up
+// every publish interval, published where the backend carries tiers (etcd) and handed to the
+// engine in kv_transfer_params (docs/agent.md "Tiered KV").
+CliResult<Ok> AgentApp::start_residency() {
+  if (setup_.launch.kv_offload != KvOffload::kCgn) {
+    return Ok{};
+  }
+  auto logger = log::get("agent");
+  auto client = kvcached::KvClient::connect(setup_.launch.kvcached_target, setup_.config.tls);
+  if (!client) {
+    return failure("[kvcached] listen " + setup_.launch.kvcached_target + ": " + client.error().message);
+  }
+  kvcached_ = std::move(*client);
+  const uint32_t block_bytes = setup_.config.router.routing.block_bytes;
+  EngineNaming naming = engine_naming(setup_.driver, setup_.config.engine, block_bytes);
+  engine_chain_ = naming.chain;
+  KvResidencyOptions o;
+  o.ns = naming.ns;
+  o.block_bytes = block_bytes;
+  o.interval = std::chrono::milliseconds(setup_.config.agent.publish_interval_ms);
+  o.max_digests = setup_.config.agent.max_published_prefixes;
+  ResidencySink sink;
+  if (publisher_->carries_tiers()) {
+    sink = [p = publisher_.get()](const ResidencyChange& c) { p->record_residency(c.resident, c.gone); };
+  } else {
+    CGN_LOG_WARN(logger,
+                 "kv_offload = \"cgn\": the state backend carries no tiers, so the routers do not see what "
+                 "cgn-kvcached holds (records must fit a datagram); the engine still gets the hints",
+                 log::kv("state_backend", publisher_->backend()));
+  }
+  residency_ = std::make_unique<KvResidency>(
+      o,
+      [c = kvcached_.get()](const kvcache::BlockNamespace& ns, const std::vector<std::vector<Digest>>& reqs,
+                            uint32_t lease_ms) { return c->batch_lookup(ns, reqs, lease_ms); },
+      std::move(sink));
+  residency_->start();
+  CGN_LOG_INFO(logger, "looking up residency in cgn-kvcached",
+               log::kv("target", setup_.launch.kvcached_target), log::kv("model", o.ns.model),
+               log::kv("block_tokens", o.ns.block_tokens));
+  return Ok{};
+}
+
 CliResult<Ok> AgentApp::start_proxy(const std::string& host, uint16_t port) {
   const auto& ac = setup_.config.agent;
   AgentProxyOptions px;
@@ -277,6 +325,16 @@ CliResult<Ok> AgentApp::start_proxy(const std::string& host, uint16_t port) {
   PrefixRecorder recorder;
   if (publisher_->carries_prefixes()) {
     recorder = [p = publisher_.get()](std::span<const Digest> chain) { p->record_prefixes(chain); };
+  }
+  if (residency_) {
+    px.kv_hints = [r = residency_.get(), chain = engine_chain_, block_bytes = px.block_bytes](
+                      std::string_view path, std::string_view body) {
+      KvHints h;
+      h.prefix = chain(path, body);
+      r->track(completion_digests(path, body, nullptr, block_bytes), h.prefix);
+      h.resident = r->resident_run(h.prefix);
+      return h;
+    };
   }
   NodeAgent* node = node_.get();
   proxy_ = std::make_unique<AgentProxy>(
@@ -312,6 +370,9 @@ void AgentApp::stop(Nanos deadline) {
   }
   if (kv_events_) {
     kv_events_->stop();
+  }
+  if (residency_) {
+    residency_->stop();
   }
   if (publisher_) {
     publisher_->stop();  // leave the cluster at once (etcd: revoke the lease, not wait for the TTL)

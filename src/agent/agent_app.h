@@ -4,7 +4,8 @@
 // What start() runs, in this order (the members are declared in it): the NodeAgent (engine
 // supervisor + scrape loop, agent/node_agent.h), the gRPC service Agent (Health), the state
 // backend's publisher of the node record (found by `state_backend` in src/state/backends.h), the
-// engine's KV event subscriber ([engine] kv_events) and the HTTP data path in front of the engine
+// engine's KV event subscriber ([engine] kv_events), with kv_offload = "cgn" the residency
+// lookups in the node's cgn-kvcached (agent/kv_residency.h), and the HTTP data path in front of the engine
 // (AgentProxy). stop() stops them in reverse: the proxy drains for the grace left until the
 // deadline, the KV event subscriber stops, the publisher leaves the cluster at once (etcd: revokes
 // the lease), the gRPC service stops, then the engine stops (its own stop_grace_ms).
@@ -14,16 +15,23 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 #include "agent/agent_options.h"
 #include "core/cli_exit.h"
 #include "core/clock.h"
 #include "core/cluster_token.h"
+#include "core/digest_types.h"
 
 namespace cgn::cluster {
 class NodePublisher;
+}
+namespace cgn::kvcached {
+class KvClient;
 }
 
 namespace cgn::agent {
@@ -31,6 +39,7 @@ namespace cgn::agent {
 class AgentGrpcServer;
 class AgentProxy;
 class KvEventSubscriber;
+class KvResidency;
 class NodeAgent;
 
 // --print-command / --print-record: configures logging, resolves the driver and, for the record,
@@ -64,6 +73,7 @@ class AgentApp {
   CliResult<Ok> start_grpc();
   CliResult<Ok> make_publisher();
   CliResult<Ok> start_kv_events();
+  CliResult<Ok> start_residency();
   CliResult<Ok> start_proxy(const std::string& host, uint16_t port);
 
   AgentSetup setup_;
@@ -77,6 +87,9 @@ class AgentApp {
   std::unique_ptr<AgentGrpcServer> grpc_;
   std::unique_ptr<cluster::NodePublisher> publisher_;
   std::unique_ptr<KvEventSubscriber> kv_events_;
+  std::unique_ptr<kvcached::KvClient> kvcached_;  // kv_offload = "cgn" only
+  std::unique_ptr<KvResidency> residency_;        // kv_offload = "cgn" only
+  std::function<std::vector<Digest>(std::string_view, std::string_view)> engine_chain_;  // with residency_
   std::unique_ptr<AgentProxy> proxy_;
 };
 

@@ -227,6 +227,9 @@ CliResult<Ok> apply_launch_flags(const Overrides& o, const CLI::App& app, AgentS
   s.launch.page_size = eng.page_size;
   s.launch.kv_events = eng.kv_events;
   s.launch.kv_events_port = eng.kv_events_port;
+  // kv_offload = "cgn": the node's cgn-kvcached ([kvcached] listen and socket; docs/agent.md).
+  s.launch.kvcached_target = kvcached_target(s.config.kvcached.listen);
+  s.launch.kvcached_socket = s.config.kvcached.socket;
   if (eng.url.empty() && eng.host != "0.0.0.0" && eng.host != "::") {
     s.launch.engine_host = eng.host;  // a spawned engine bound to one address is reached there
   }
@@ -264,6 +267,22 @@ CliResult<Ok> apply_engine_url(AgentSetup& s) {
 }
 
 }  // namespace
+
+std::string kvcached_target(std::string_view listen) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string_view::npos) {
+    return std::string(listen);
+  }
+  const std::string_view host = listen.substr(0, colon);
+  const std::string_view port = listen.substr(colon);  // ":PORT"
+  if (host.empty() || host == "0.0.0.0") {
+    return "127.0.0.1" + std::string(port);
+  }
+  if (host == "[::]" || host == "::") {
+    return "[::1]" + std::string(port);
+  }
+  return std::string(listen);
+}
 
 CliResult<AgentSetup> parse_agent_options(int argc, const char* const* argv) {
   AgentSetup s;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "agent/driver.h"
 #include "core/cli_exit.h"
@@ -25,6 +26,11 @@ struct AgentSetup {
 // --help: status 0 with the help text; a usage or config error: status 2 with "cgn-agent: " and
 // the message naming the flag or key.
 CliResult<AgentSetup> parse_agent_options(int argc, const char* const* argv);
+
+// The address the node's engine and agent dial for cgn-kvcached, from [kvcached] listen: the
+// same HOST:PORT, with a wildcard host (0.0.0.0, [::], empty) turned into loopback (127.0.0.1,
+// [::1]). A listen without a port is returned as it is (the daemon rejects it at its own start).
+std::string kvcached_target(std::string_view listen);
 
 // "VAR=value ... argv..." with shell quoting where needed: what --print-command shows.
 std::string render_command(const LaunchCommand& command);

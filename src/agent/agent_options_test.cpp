@@ -106,6 +106,29 @@ TEST_F(AgentOptions, flags_override_the_file_and_the_engine_keys_fill_the_rest) 
   EXPECT_EQ(s->launch.parallel_slots, 7u);  // [engine] parallel_slots
 }
 
+TEST_F(AgentOptions, the_kvcached_section_gives_the_engine_its_kvcached_target_and_socket) {
+  auto s = parse(std::string(kVllm) +
+                     "kv_offload = \"cgn\"\n[kvcached]\nlisten = \"0.0.0.0:9555\"\n"
+                     "socket = \"/tmp/k.sock\"\n",
+                 {});
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->launch.kvcached_target, "127.0.0.1:9555");
+  EXPECT_EQ(s->launch.kvcached_socket, "/tmp/k.sock");
+  auto d = parse(kVllm, {});
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->launch.kvcached_target, "127.0.0.1:9400");  // [kvcached] defaults
+  EXPECT_EQ(d->launch.kvcached_socket, "/run/cognitora/kvcached.sock");
+}
+
+TEST(KvcachedTarget, WildcardHostsBecomeLoopback) {
+  EXPECT_EQ(kvcached_target("0.0.0.0:9400"), "127.0.0.1:9400");
+  EXPECT_EQ(kvcached_target(":9400"), "127.0.0.1:9400");
+  EXPECT_EQ(kvcached_target("[::]:9400"), "[::1]:9400");
+  EXPECT_EQ(kvcached_target("10.0.0.5:9400"), "10.0.0.5:9400");
+  EXPECT_EQ(kvcached_target("[fe80::1]:9400"), "[fe80::1]:9400");
+  EXPECT_EQ(kvcached_target("kv.local:1"), "kv.local:1");
+}
+
 TEST_F(AgentOptions, an_external_engine_url_gives_the_engine_host_and_port) {
   auto s = parse(
       "[engine]\nkind = \"external\"\nattach_kind = \"vllm\"\nmodel = \"m\"\n"

@@ -87,6 +87,28 @@ Result<std::optional<std::string>, StripError> strip_kv_transfer_params(std::str
   return std::optional<std::string>{j.dump()};
 }
 
+std::optional<std::string> add_cgn_kv_transfer_params(std::string_view body, std::span<const Digest> prefix,
+                                                      std::span<const Digest> resident) {
+  auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    return std::nullopt;
+  }
+  const auto hex_list = [](std::span<const Digest> ds) {
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t i = 0; i < ds.size() && i < kMaxKvTransferDigests; ++i) {
+      out.push_back(to_hex(ds[i]));
+    }
+    return out;
+  };
+  auto& params = j["kv_transfer_params"];
+  if (!params.is_object()) {
+    params = nlohmann::json::object();
+  }
+  params["cgn_prefix_digests"] = hex_list(prefix);
+  params["cgn_resident_digests"] = hex_list(resident);
+  return j.dump();
+}
+
 void StreamedReply::add_event(std::string_view data) {
   if (data.empty() || data.front() != '{') {
     return;
@@ -426,6 +448,17 @@ asio::awaitable<std::optional<http::Request>> AgentProxy::Impl::upstream_request
       CGN_LOG_DEBUG(log, "dropped kv_transfer_params from a request not sent by the router",
                     log::kv("client", c.ex.remote_address()));
       req.body() = std::move(**stripped);
+    }
+  }
+  if (options.kv_hints && req.method() == http::Verb::post && (c.ep == "chat" || c.ep == "completions")) {
+    // kv_offload = "cgn": the prompt's digests and what kvcached holds of them, for the engine.
+    const KvHints hints = options.kv_hints(c.path, req.body());
+    if (!hints.prefix.empty()) {
+      if (auto body = add_cgn_kv_transfer_params(req.body(), hints.prefix, hints.resident)) {
+        up.body() = std::move(*body);
+        up.prepare_payload();
+        co_return std::optional<http::Request>(std::move(up));
+      }
     }
   }
   // The request body is kept for the digests (computed after the answer); copied only then.

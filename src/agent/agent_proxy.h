@@ -44,6 +44,15 @@ struct EngineHealth {
   std::string state;  // the supervisor's EngineState name: "ready", "starting", ...
 };
 
+// kv_offload = "cgn": for a completions / chat body, the prompt's chain in the engine's block
+// naming and the leading run of it the node's cgn-kvcached holds, from the agent's last
+// BatchLookup (agent/kv_residency.h); never waits on kvcached. Empty prefix: nothing to add.
+struct KvHints {
+  std::vector<Digest> prefix;
+  std::vector<Digest> resident;
+};
+using KvHintsFn = std::function<KvHints(std::string_view path, std::string_view body)>;
+
 struct AgentProxyOptions {
   std::string host = "0.0.0.0";
   uint16_t port = 9090;  // 0: the kernel picks (tests)
@@ -63,6 +72,10 @@ struct AgentProxyOptions {
   // [tls]: the listener serves TLS with this certificate; with require_client_cert every client
   // must present a certificate the CA verifies, which then stands in for the token.
   config::TlsConfig tls;
+  // kv_offload = "cgn" (set: on): completions and chat requests reach the engine with
+  // kv_transfer_params.cgn_prefix_digests and cgn_resident_digests (these hints), for the
+  // engine's kvcached connector.
+  KvHintsFn kv_hints;
 };
 
 using PrefixRecorder = std::function<void(std::span<const Digest>)>;
@@ -128,6 +141,17 @@ bool request_from_router(const http::Request& req);
 // rewrite (the request is then refused rather than forwarded).
 enum class StripError { kUnreadable };
 Result<std::optional<std::string>, StripError> strip_kv_transfer_params(std::string_view body);
+
+// At most this many digests go into each of cgn_prefix_digests and cgn_resident_digests
+// (cgn-kvcached's limit for one lookup).
+inline constexpr size_t kMaxKvTransferDigests = 16384;
+
+// `body` with kv_transfer_params.cgn_prefix_digests = prefix and cgn_resident_digests = resident
+// (64-hex strings, each list cut to kMaxKvTransferDigests), merged into the kv_transfer_params
+// the body already has (its other keys kept; a non-object value is replaced). nullopt when the
+// body is not a JSON object (it is then forwarded as it is).
+std::optional<std::string> add_cgn_kv_transfer_params(std::string_view body, std::span<const Digest> prefix,
+                                                      std::span<const Digest> resident);
 
 // The digest chain of a completed request on `path`: chat (with `reply` appended when given)
 // or completions; empty for other paths or a body that does not parse.

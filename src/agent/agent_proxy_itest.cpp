@@ -428,6 +428,40 @@ TEST(AgentProxy, kv_transfer_params_reach_the_engine_only_from_the_router) {
   EXPECT_EQ(up.body, ssrf);
 }
 
+TEST(AgentProxy, kv_offload_cgn_hands_the_engine_the_prompt_digests_and_what_kvcached_holds) {
+  EchoUpstream up;
+  Harness h(up.port, nullptr, "", 2, [](AgentProxyOptions& o) {
+    o.kv_hints = [](std::string_view path, std::string_view body) {
+      KvHints h;
+      h.prefix = completion_digests(path, body, nullptr, 256);
+      h.resident.assign(h.prefix.begin(), h.prefix.begin() + std::min<size_t>(h.prefix.size(), 2));
+      return h;
+    };
+  });
+  const std::string prompt(1100, 'p');  // four full 256-byte blocks of canonical prompt and more
+  const std::string body = R"({"model":"m","prompt":")" + prompt + R"("})";
+  const auto want = completion_digests("/v1/completions", body, nullptr, 256);
+  ASSERT_GE(want.size(), 4u);
+  http::Fields leg;
+  leg.set("X-CGN-Role", "prefill");  // the router's P/D params are kept and merged into
+  auto r = h.post(
+      "/v1/completions",
+      R"({"model":"m","prompt":")" + prompt + R"(","kv_transfer_params":{"do_remote_decode":true}})", leg);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->result_int(), 200u);
+  std::lock_guard lock(up.mu);
+  const auto seen = nlohmann::json::parse(up.body);
+  const auto& p = seen["kv_transfer_params"];
+  EXPECT_EQ(p["do_remote_decode"], true);
+  ASSERT_EQ(p["cgn_prefix_digests"].size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(p["cgn_prefix_digests"][i], to_hex(want[i]));
+  }
+  ASSERT_EQ(p["cgn_resident_digests"].size(), 2u);
+  EXPECT_EQ(p["cgn_resident_digests"][1], to_hex(want[1]));
+  EXPECT_EQ(seen["prompt"], prompt);
+}
+
 // Probe: every client header reached the engine (X-Sim-Fault: exit shut simulators down), and so
 // did the query string. Now the agent applies the router's allow-list and drops the query.
 TEST(AgentProxy, only_allow_listed_and_cognitora_headers_reach_the_engine_without_a_query) {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "core/digest.h"
 
 namespace cgn::agent {
@@ -47,6 +49,28 @@ TEST(CompletionDigests, only_chat_and_completions_and_only_valid_bodies) {
   EXPECT_TRUE(completion_digests("/v1/embeddings", body, nullptr, 256).empty());
   EXPECT_TRUE(completion_digests("/v1/completions", "{not json", nullptr, 256).empty());
   EXPECT_TRUE(completion_digests("/v1/completions", body, nullptr, 100).empty());  // invalid block size
+}
+
+TEST(AddCgnKvTransferParams, merges_without_overwriting_other_keys_and_bounds_the_lists) {
+  Digest a{};
+  a.fill(0xab);
+  std::vector<Digest> many(kMaxKvTransferDigests + 5, a);
+  auto out =
+      add_cgn_kv_transfer_params(R"({"model":"m","kv_transfer_params":{"x":1,"cgn_prefix_digests":"old"}})",
+                                 many, std::span(many).first(1));
+  ASSERT_TRUE(out.has_value());
+  const auto j = nlohmann::json::parse(*out);
+  EXPECT_EQ(j["model"], "m");
+  EXPECT_EQ(j["kv_transfer_params"]["x"], 1);
+  EXPECT_EQ(j["kv_transfer_params"]["cgn_prefix_digests"].size(), kMaxKvTransferDigests);
+  EXPECT_EQ(j["kv_transfer_params"]["cgn_resident_digests"][0], to_hex(a));
+  // Not an object: forwarded as it is.
+  EXPECT_FALSE(add_cgn_kv_transfer_params("[1]", many, {}).has_value());
+  EXPECT_FALSE(add_cgn_kv_transfer_params("{", many, {}).has_value());
+  // A kv_transfer_params that is not an object is replaced.
+  auto replaced = add_cgn_kv_transfer_params(R"({"kv_transfer_params":7})", std::span(many).first(1), {});
+  ASSERT_TRUE(replaced.has_value());
+  EXPECT_TRUE(nlohmann::json::parse(*replaced)["kv_transfer_params"]["cgn_resident_digests"].empty());
 }
 
 }  // namespace

@@ -42,6 +42,13 @@ class NodePublisher {
   // The engine's KV events asked to withdraw prefixes (no-op where !carries_prefixes()). Any
   // thread.
   virtual void withdraw(const KvWithdrawal& /*w*/) {}
+  // False where the backend cannot carry the node's cgn-kvcached residency (static, gossip: a
+  // record must fit a datagram); the agent then looks nothing up for publishing.
+  virtual bool carries_tiers() const { return false; }
+  // Digests the node's cgn-kvcached holds (`resident`, with their tier) or no longer holds
+  // (`gone`), published beside the engine's prefixes (no-op where !carries_tiers()). Any thread.
+  virtual void record_residency(std::span<const std::pair<Digest, routing::Tier>> /*resident*/,
+                                std::span<const Digest> /*gone*/) {}
   // What withdraw() did so far (zeros where !carries_prefixes()). Any thread.
   virtual WithdrawalStats withdrawal_stats() const { return {}; }
   // Exports the publisher's counters into `registry` (the agent's /metrics); it must outlive the

@@ -1,9 +1,61 @@
 #include "cluster/kv_publish_set.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 namespace cgn::cluster {
+
+std::string kv_prefix_value(uint64_t epoch, routing::Tier tier) {
+  if (tier == routing::Tier::kEngine) {
+    return std::to_string(epoch);
+  }
+  return R"({"epoch":)" + std::to_string(epoch) + R"(,"tier":")" + std::string(routing::to_string(tier)) +
+         "\"}";
+}
+
+Result<KvPrefixValue, KvValueError> parse_kv_prefix_value(std::string_view value) {
+  while (!value.empty() && std::isspace(static_cast<unsigned char>(value.front()))) {
+    value.remove_prefix(1);
+  }
+  while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) {
+    value.remove_suffix(1);
+  }
+  KvPrefixValue out;
+  if (!value.starts_with('{')) {
+    uint64_t epoch = 0;
+    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), epoch);
+    if (!value.empty() && ec == std::errc{} && p == value.data() + value.size()) {
+      out.epoch = epoch;
+    }
+    return out;
+  }
+  const auto j = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    return make_error(KvValueError::kInvalid, std::string("live-prefix value is not valid JSON"));
+  }
+  const auto epoch = j.find("epoch");
+  if (epoch == j.end() || !epoch->is_number_unsigned()) {
+    return make_error(KvValueError::kInvalid,
+                      std::string("live-prefix value: \"epoch\" must be a non-negative integer"));
+  }
+  out.epoch = epoch->get<uint64_t>();
+  const auto tier = j.find("tier");
+  const std::string name = tier != j.end() && tier->is_string() ? tier->get<std::string>() : "";
+  if (name == "engine") {
+    out.tier = routing::Tier::kEngine;
+  } else if (name == "ram") {
+    out.tier = routing::Tier::kRam;
+  } else if (name == "ssd") {
+    out.tier = routing::Tier::kSsd;
+  } else {
+    return make_error(KvValueError::kInvalid,
+                      std::string(R"(live-prefix value: "tier" must be "engine", "ram" or "ssd")"));
+  }
+  return out;
+}
 
 size_t publish_capacity(uint64_t total_blocks, uint32_t engine_block_tokens, uint32_t block_bytes,
                         size_t cap) {
@@ -39,17 +91,75 @@ void PublishedSet::touch(std::span<const Digest> chain) {
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
     const Digest& d = *it;
     if (auto found = map_.find(d); found != map_.end()) {
+      Entry& e = *found->second;
+      if (e.tier != routing::Tier::kEngine) {
+        e.tier = routing::Tier::kEngine;  // the engine holds it again: its key's value changes
+        e.published = false;
+      }
       lru_.splice(lru_.begin(), lru_, found->second);
       continue;
     }
-    // Evicted but not yet deleted from etcd: the key is still there, so it needs no put.
-    const bool still_in_etcd = pending_deletes_.erase(d) > 0;
-    lru_.push_front(Entry{d, still_in_etcd});
+    // Evicted but not yet deleted from etcd: the key is still there (with this value when it
+    // named the engine), so it needs no put.
+    bool still_in_etcd = false;
+    if (auto pending = pending_deletes_.find(d); pending != pending_deletes_.end()) {
+      still_in_etcd = pending->second == routing::Tier::kEngine;
+      pending_deletes_.erase(pending);
+    }
+    lru_.push_front(Entry{d, still_in_etcd, routing::Tier::kEngine});
     map_.emplace(d, lru_.begin());
   }
   while (map_.size() > capacity_) {
     evict_back();
   }
+}
+
+size_t PublishedSet::set_residency(std::span<const std::pair<Digest, routing::Tier>> resident,
+                                   std::span<const Digest> gone) {
+  size_t changed = 0;
+  for (const Digest& d : gone) {
+    auto found = map_.find(d);
+    if (found == map_.end() || found->second->tier == routing::Tier::kEngine) {
+      continue;  // an engine-held prefix stays published as the engine's
+    }
+    if (found->second->published && !clear_all_) {
+      pending_deletes_[d] = found->second->tier;
+    }
+    lru_.erase(found->second);
+    map_.erase(found);
+    ++changed;
+  }
+  for (const auto& [d, tier] : resident) {
+    if (auto found = map_.find(d); found != map_.end()) {
+      Entry& e = *found->second;
+      if (e.tier != routing::Tier::kEngine && e.tier != tier) {
+        e.tier = tier;
+        e.published = false;
+        ++changed;
+      }
+      continue;
+    }
+    if (map_.size() >= capacity_) {
+      continue;  // the cap holds; what the engine holds is never displaced by a tier
+    }
+    auto pending = pending_deletes_.find(d);
+    const bool still_in_etcd = pending != pending_deletes_.end() && pending->second == tier;
+    if (pending != pending_deletes_.end()) {
+      pending_deletes_.erase(pending);
+    }
+    lru_.push_back(Entry{d, still_in_etcd, tier});  // oldest: evicted before engine prefixes
+    map_.emplace(d, std::prev(lru_.end()));
+    ++changed;
+  }
+  return changed;
+}
+
+std::optional<routing::Tier> PublishedSet::tier_of(const Digest& d) const {
+  auto found = map_.find(d);
+  if (found == map_.end()) {
+    return std::nullopt;
+  }
+  return found->second->tier;
 }
 
 void PublishedSet::set_capacity(size_t capacity) {
@@ -78,7 +188,7 @@ void PublishedSet::clear() {
 void PublishedSet::evict_back() {
   const Entry& e = lru_.back();
   if (e.published && !clear_all_) {
-    pending_deletes_.insert(e.digest);
+    pending_deletes_[e.digest] = e.tier;
   }
   map_.erase(e.digest);
   lru_.pop_back();
@@ -92,10 +202,14 @@ PrefixChanges PublishedSet::take_changes() {
   for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
     if (!it->published) {
       c.puts.push_back(it->digest);
+      c.put_tiers.push_back(it->tier);
       it->published = true;
     }
   }
-  c.deletes.assign(pending_deletes_.begin(), pending_deletes_.end());
+  c.deletes.reserve(pending_deletes_.size());
+  for (const auto& [d, tier] : pending_deletes_) {
+    c.deletes.push_back(d);
+  }
   pending_deletes_.clear();
   return c;
 }
@@ -117,7 +231,7 @@ void PublishedSet::restore_changes(const PrefixChanges& failed) {
   }
   for (const Digest& d : failed.deletes) {
     if (!map_.contains(d)) {
-      pending_deletes_.insert(d);
+      pending_deletes_.emplace(d, routing::Tier::kEngine);  // its value is unknown: put again if re-touched
     }
   }
 }

@@ -11,11 +11,16 @@
 #include <list>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "core/digest_types.h"
+#include "core/result.h"
+#include "routing/types.h"
 
 namespace cgn::cluster {
 
@@ -23,6 +28,21 @@ namespace cgn::cluster {
 inline constexpr size_t kMaxPublishedPrefixes = 4096;
 // Bytes of canonical prompt per token assumed when converting engine blocks to digest blocks.
 inline constexpr uint64_t kBytesPerToken = 4;
+
+// The value of a live-prefix key (docs/architecture/etcd.md): "<kv_epoch>" for a prefix the
+// engine holds (the value agents always wrote), {"epoch":<kv_epoch>,"tier":"ram"} (or "ssd") for
+// one only the node's cgn-kvcached holds.
+std::string kv_prefix_value(uint64_t epoch, routing::Tier tier);
+struct KvPrefixValue {
+  std::optional<uint64_t> epoch;  // none: a value that names no epoch (neither a number nor JSON)
+  routing::Tier tier = routing::Tier::kEngine;
+  bool operator==(const KvPrefixValue&) const = default;
+};
+// A number: that epoch, engine tier. A JSON object: "epoch" (a non-negative integer) and "tier"
+// ("engine", "ram" or "ssd"), both required; anything else in it is an error naming the field.
+// Any other text: no epoch, engine tier (the router then dates the key by its revision).
+enum class KvValueError : uint8_t { kInvalid };
+Result<KvPrefixValue, KvValueError> parse_kv_prefix_value(std::string_view value);
 
 // How many digests the engine can hold at most, by the documented rule (docs/agent.md):
 //   total_blocks * engine_block_tokens * kBytesPerToken / block_bytes, bounded by `cap`.
@@ -60,7 +80,10 @@ struct WithdrawalStats {
 struct PrefixChanges {
   // Delete every key of this node first (the kv_epoch changed: nothing published before holds).
   bool clear_all = false;
-  std::vector<Digest> puts;     // new since the last flush, oldest-used first
+  std::vector<Digest> puts;  // new since the last flush, oldest-used first
+  // Parallel to puts (filled by take_changes; empty or short: engine): where the node holds
+  // each, for the key's value (kv_prefix_value).
+  std::vector<routing::Tier> put_tiers;
   std::vector<Digest> deletes;  // published before, evicted since
   bool empty() const { return !clear_all && puts.empty() && deletes.empty(); }
   size_t ops() const { return (clear_all ? 1 : 0) + puts.size() + deletes.size(); }
@@ -74,6 +97,15 @@ class PublishedSet {
   // treated as older than shallower ones (inserted from the tail), so eviction takes the tails of
   // chains first and keeps the shared roots, as the engines' own LRUs do. Evicts past capacity.
   void touch(std::span<const Digest> chain);
+  // The node's cgn-kvcached answered (docs/agent.md "Tiered KV"): `resident` digests are held
+  // in that tier, `gone` ones no longer. A digest the engine holds (touched, not withdrawn)
+  // stays the engine's; a new tier digest enters as the oldest entry and only while the set is
+  // below capacity (tiers never displace engine prefixes); a tier change re-puts the key.
+  // Returns the entries added, changed or removed.
+  size_t set_residency(std::span<const std::pair<Digest, routing::Tier>> resident,
+                       std::span<const Digest> gone);
+  // Where the set says the node holds `d` (nullopt: not in the set).
+  std::optional<routing::Tier> tier_of(const Digest& d) const;
   // Shrinks (evicting oldest first) or grows the bound.
   void set_capacity(size_t capacity);
   size_t capacity() const { return capacity_; }
@@ -103,13 +135,15 @@ class PublishedSet {
   struct Entry {
     Digest digest;
     bool published = false;
+    routing::Tier tier = routing::Tier::kEngine;
   };
   void evict_back();
 
   size_t capacity_;
   std::list<Entry> lru_;  // front: most recently used
   std::unordered_map<Digest, std::list<Entry>::iterator, DigestHash> map_;
-  std::unordered_set<Digest, DigestHash> pending_deletes_;
+  // Evicted while published, with the tier their key's value names.
+  std::unordered_map<Digest, routing::Tier, DigestHash> pending_deletes_;
   bool clear_all_ = false;
 };
 

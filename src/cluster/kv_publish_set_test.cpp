@@ -179,3 +179,64 @@ TEST(PublishedSet, MarkUnpublishedRepublishesTheWholeSet) {
 
 }  // namespace
 }  // namespace cgn::cluster
+
+namespace cgn::cluster {
+namespace {
+
+TEST(KvPrefixValue, RoundTripsEveryTierAndKeepsTheEngineValueANumber) {
+  EXPECT_EQ(kv_prefix_value(7, routing::Tier::kEngine), "7");
+  EXPECT_EQ(kv_prefix_value(7, routing::Tier::kRam), R"({"epoch":7,"tier":"ram"})");
+  for (auto t : {routing::Tier::kEngine, routing::Tier::kRam, routing::Tier::kSsd}) {
+    auto v = parse_kv_prefix_value(kv_prefix_value(42, t));
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(v->epoch, 42u);
+    EXPECT_EQ(v->tier, t);
+  }
+  auto none = parse_kv_prefix_value("");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->epoch.has_value());
+  EXPECT_EQ(none->tier, routing::Tier::kEngine);
+  auto bad = parse_kv_prefix_value(R"({"epoch":1,"tier":"vram"})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("tier"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cgn::cluster
+
+namespace cgn::cluster {
+namespace {
+
+TEST(PublishedSetResidency, TiersFillSpareRoomOnlyAndEngineEntriesKeepTheirTier) {
+  PublishedSet s(3);
+  s.touch(std::vector<Digest>{dg(1)});
+  s.take_changes();
+  const std::vector<std::pair<Digest, routing::Tier>> resident = {{dg(1), routing::Tier::kRam},
+                                                                  {dg(2), routing::Tier::kRam},
+                                                                  {dg(3), routing::Tier::kSsd},
+                                                                  {dg(4), routing::Tier::kRam}};
+  EXPECT_EQ(s.set_residency(resident, {}), 2u);  // dg(4): no room; dg(1): the engine's
+  EXPECT_EQ(s.tier_of(dg(1)), routing::Tier::kEngine);
+  EXPECT_EQ(s.tier_of(dg(3)), routing::Tier::kSsd);
+  EXPECT_FALSE(s.tier_of(dg(4)).has_value());
+  auto c = s.take_changes();
+  ASSERT_EQ(c.puts.size(), 2u);
+  ASSERT_EQ(c.put_tiers.size(), 2u);
+  // The engine takes dg(2) back: a re-put at the engine tier. dg(3) leaves kvcached: deleted.
+  s.touch(std::vector<Digest>{dg(2)});
+  EXPECT_EQ(s.set_residency({}, std::vector<Digest>{dg(3), dg(1)}), 1u);
+  c = s.take_changes();
+  ASSERT_EQ(c.puts.size(), 1u);
+  EXPECT_EQ(c.puts[0], dg(2));
+  EXPECT_EQ(c.put_tiers[0], routing::Tier::kEngine);
+  ASSERT_EQ(c.deletes.size(), 1u);
+  EXPECT_EQ(c.deletes[0], dg(3));
+  // Tier entries are the oldest: a new engine chain evicts them first.
+  s.set_residency(std::vector<std::pair<Digest, routing::Tier>>{{dg(5), routing::Tier::kRam}}, {});
+  s.touch(std::vector<Digest>{dg(6)});
+  EXPECT_FALSE(s.tier_of(dg(5)).has_value());
+  EXPECT_TRUE(s.tier_of(dg(1)).has_value());
+}
+
+}  // namespace
+}  // namespace cgn::cluster

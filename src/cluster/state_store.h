@@ -57,7 +57,9 @@ struct NodeEvent {
   routing::NodeUpdate update;
   routing::UpdateSource source = routing::UpdateSource::kStatic;
   std::vector<Digest> confirmed;  // kPrefixes
-  std::vector<Digest> removed;    // kPrefixes
+  // kPrefixes: where the node holds `confirmed` (engine, or its cgn-kvcached RAM / SSD tier).
+  routing::Tier tier = routing::Tier::kEngine;
+  std::vector<Digest> removed;  // kPrefixes
   // kPolicy: [router] policy, routing and admission to apply (the rest is ignored, as on SIGHUP).
   std::shared_ptr<const config::RouterConfig> policy;
   std::string policy_origin;  // kPolicy: where it came from, for the log ("etcd revision 42")

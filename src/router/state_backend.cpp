@@ -56,7 +56,7 @@ bool Gateway::apply_state_event(const cluster::NodeEvent& ev) {
           core.remove_prefixes(idx, ev.removed);
         }
         if (!ev.confirmed.empty()) {
-          core.confirm_prefixes(idx, ev.confirmed);
+          core.confirm_prefixes(idx, ev.confirmed, ev.tier);
         }
       });
       return true;

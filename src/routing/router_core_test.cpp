@@ -410,6 +410,53 @@ TEST(RoutingCore, TierCreditPrefersEngineResidentBlocks) {
   EXPECT_FLOAT_EQ(res->ranked[2].credited_blocks, 8.0F);
 }
 
+TEST(RoutingCore, CreditOrderIsEngineThenRamThenSsdThenNothing) {
+  Fleet f;
+  const auto d = digests(9, 16);
+  // Added in the reverse of the expected order, so the tie-break on insertion cannot help.
+  const NodeIndex none = f.add("none");
+  const NodeIndex ssd = f.add("ssd");
+  const NodeIndex ram = f.add("ram");
+  const NodeIndex eng = f.add("engine");
+  f.core.confirm_prefixes(ssd, d, Tier::kSsd);
+  f.core.confirm_prefixes(ram, d, Tier::kRam);
+  f.core.confirm_prefixes(eng, d, Tier::kEngine);
+  auto res = f.core.decide(request_for(d));
+  ASSERT_TRUE(res.ok());
+  ASSERT_EQ(res->ranked.size(), 4u);
+  EXPECT_EQ(res->ranked[0].node, eng);
+  EXPECT_EQ(res->ranked[1].node, ram);
+  EXPECT_EQ(res->ranked[2].node, ssd);
+  EXPECT_EQ(res->ranked[3].node, none);
+  EXPECT_FLOAT_EQ(res->ranked[3].credited_blocks, 0.0F);
+  // A tier change re-confirms: the RAM node's blocks spilled to SSD now tie with the SSD node.
+  f.core.confirm_prefixes(ram, d, Tier::kSsd);
+  res = f.core.decide(request_for(d));
+  ASSERT_TRUE(res.ok());
+  for (const auto& c : res->ranked) {
+    if (c.node == ram) {
+      EXPECT_FLOAT_EQ(c.credited_blocks, 4.0F);
+    }
+  }
+}
+
+TEST(RoutingCore, TierCreditsFollowTheConfiguredWeights) {
+  RoutingPolicy p;
+  p.weights.credit.ram = 0.0F;  // [router.routing.weights] ram_tier_credit = 0: RAM counts for nothing
+  p.weights.credit.ssd = 0.5F;
+  Fleet f(p);
+  const auto d = digests(10, 16);
+  const NodeIndex ram = f.add("ram");
+  const NodeIndex ssd = f.add("ssd");
+  f.core.confirm_prefixes(ram, d, Tier::kRam);
+  f.core.confirm_prefixes(ssd, d, Tier::kSsd);
+  auto res = f.core.decide(request_for(d));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->ranked[0].node, ssd);
+  EXPECT_FLOAT_EQ(res->ranked[0].credited_blocks, 8.0F);
+  EXPECT_FLOAT_EQ(res->ranked[1].credited_blocks, 0.0F);
+}
+
 // ---------------------------------------------------------------- load guard: pile-up cases
 
 // Counts how many of `requests` go to each node when every request is dispatched and none

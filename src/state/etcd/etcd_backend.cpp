@@ -44,6 +44,11 @@ class EtcdNodePublisher final : public cluster::NodePublisher {
   bool carries_prefixes() const override { return true; }
   void record_prefixes(std::span<const Digest> chain) override { publisher_->record_prefixes(chain); }
   void withdraw(const cluster::KvWithdrawal& w) override { publisher_->withdraw(w); }
+  bool carries_tiers() const override { return true; }
+  void record_residency(std::span<const std::pair<Digest, routing::Tier>> resident,
+                        std::span<const Digest> gone) override {
+    publisher_->record_residency(resident, gone);
+  }
   cluster::WithdrawalStats withdrawal_stats() const override {
     const auto s = publisher_->stats();
     return {.clears = s.kv_event_clears,

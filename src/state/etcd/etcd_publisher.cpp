@@ -102,6 +102,17 @@ void EtcdPublisher::withdraw(const cluster::KvWithdrawal& w) {
   }
 }
 
+void EtcdPublisher::record_residency(std::span<const std::pair<Digest, routing::Tier>> resident,
+                                     std::span<const Digest> gone) {
+  std::lock_guard lock(mu_);
+  stats_.residency_changes += set_.set_residency(resident, gone);
+}
+
+std::string EtcdPublisher::put_value(const cluster::PrefixChanges& c, size_t i) const {
+  const routing::Tier tier = i < c.put_tiers.size() ? c.put_tiers[i] : routing::Tier::kEngine;
+  return cluster::kv_prefix_value(last_epoch_.value_or(0), tier);
+}
+
 PublisherStats EtcdPublisher::stats() const {
   std::lock_guard lock(mu_);
   PublisherStats s = stats_;
@@ -242,11 +253,10 @@ bool EtcdPublisher::full_sync(const std::string& record_json) {
   if (!record_json.empty()) {
     ops.push_back(etcd::TxnOp::put(node_key(), record_json, lease));
   }
-  const std::string value = std::to_string(last_epoch_.value_or(0));
-  for (const Digest& d : changes.puts) {
-    std::string key = kv_key(d);
+  for (size_t i = 0; i < changes.puts.size(); ++i) {
+    std::string key = kv_key(changes.puts[i]);
     held.insert(key);
-    ops.push_back(etcd::TxnOp::put(std::move(key), value, lease));
+    ops.push_back(etcd::TxnOp::put(std::move(key), put_value(changes, i), lease));
   }
   size_t stale = 0;
   for (const auto& kv : existing->kvs) {
@@ -315,9 +325,8 @@ bool EtcdPublisher::incremental(const std::string& record_json) {
   for (const Digest& d : changes.deletes) {
     ops.push_back(etcd::TxnOp::del(kv_key(d)));
   }
-  const std::string value = std::to_string(last_epoch_.value_or(0));
-  for (const Digest& d : changes.puts) {
-    ops.push_back(etcd::TxnOp::put(kv_key(d), value, lease));
+  for (size_t i = 0; i < changes.puts.size(); ++i) {
+    ops.push_back(etcd::TxnOp::put(kv_key(changes.puts[i]), put_value(changes, i), lease));
   }
   if (ops.empty()) {
     return true;

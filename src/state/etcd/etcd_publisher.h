@@ -1,5 +1,6 @@
 // Publishes this node to etcd (docs/design/principles.md, docs/agent.md "Publishing to etcd"): the node
 // record under <prefix>/nodes/<node> and the live KV prefixes under <prefix>/kv/<node>/<hex>
+// (value: the kv_epoch, or {"epoch":N,"tier":"ram"|"ssd"} for a prefix only cgn-kvcached holds)
 // (prefix: [state.etcd] prefix, default /cognitora),
 // all on one heartbeat lease kept alive by a LeaseKeeper. Every flush interval it writes at most
 // one txn (split only past etcd's 128 ops) holding just the changes: the record when it changed,
@@ -67,6 +68,7 @@ struct PublisherStats {
   uint64_t kv_event_clears = 0;       // AllBlocksCleared / sequence gaps: every prefix withdrawn
   uint64_t kv_event_withdrawals = 0;  // BlockRemoved batches that withdrew oldest digests
   uint64_t kv_event_withdrawn = 0;    // digests those withdrew
+  uint64_t residency_changes = 0;     // tier entries added, re-tiered or dropped (record_residency)
   bool connected = false;             // the last etcd call succeeded
   // Longest time seen (sampled at each flush) since etcd last confirmed the lease: a lease stall
   // is this growing past ~2/3 of the TTL (two keep-alives missed).
@@ -95,9 +97,16 @@ class EtcdPublisher {
   // "KV events"): all = every published prefix (the next flush deletes the node's KV keys);
   // removed_blocks = the oldest digests covering that many engine blocks. Any thread.
   void withdraw(const cluster::KvWithdrawal& w);
+  // The node's cgn-kvcached residency (cluster::PublishedSet::set_residency): published under
+  // the same keys, cap and flush interval, with a tier value ({"epoch":N,"tier":"ram"}). Any
+  // thread.
+  void record_residency(std::span<const std::pair<Digest, routing::Tier>> resident,
+                        std::span<const Digest> gone);
   PublisherStats stats() const;
 
  private:
+  // The value of the i-th put: the epoch, and the tier where it is not the engine.
+  std::string put_value(const cluster::PrefixChanges& c, size_t i) const;
   void run();
   void flush_once();
   bool ensure_lease();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -132,6 +133,49 @@ TEST(EtcdPublisher, record_and_prefixes_appear_on_one_lease_and_vanish_after_a_c
   f.pub.reset();
   EXPECT_TRUE(wait_until(
       [&] { return kv_keys(*admin, node).empty() && admin->get(keys::node_key(node))->kvs.empty(); }, 8s));
+}
+
+std::map<std::string, std::string> kv_values(etcd::EtcdClient& admin, const std::string& node) {
+  std::map<std::string, std::string> out;
+  if (auto r = admin.get_prefix(keys::kv_prefix(node))) {
+    for (const auto& kv : r->kvs) {
+      out[kv.key] = kv.value;
+    }
+  }
+  return out;
+}
+
+TEST(EtcdPublisher, kvcached_residency_is_published_with_its_tier_and_the_engine_keeps_its_own) {
+  auto& server = etcd::itest::shared_etcd();
+  auto admin = etcd::itest::make_client(server.admin_endpoint());
+  const std::string node = node_for_test();
+  Fixture f(server.endpoint(), node);
+  const auto held = chain(4, 2);     // the engine holds these
+  const auto spilled = chain(5, 3);  // only kvcached holds these
+  f.pub->record_prefixes(held);
+  std::vector<std::pair<Digest, routing::Tier>> resident = {{held[0], routing::Tier::kRam},
+                                                            {spilled[0], routing::Tier::kRam},
+                                                            {spilled[1], routing::Tier::kRam},
+                                                            {spilled[2], routing::Tier::kSsd}};
+  f.pub->record_residency(resident, {});
+  f.pub->start();
+  const std::string ram = R"({"epoch":1,"tier":"ram"})";
+  const std::string ssd = R"({"epoch":1,"tier":"ssd"})";
+  std::map<std::string, std::string> want = {{keys::kv_key(node, held[0]), "1"},
+                                             {keys::kv_key(node, held[1]), "1"},
+                                             {keys::kv_key(node, spilled[0]), ram},
+                                             {keys::kv_key(node, spilled[1]), ram},
+                                             {keys::kv_key(node, spilled[2]), ssd}};
+  ASSERT_TRUE(wait_until([&] { return kv_values(*admin, node) == want; }, 10s));
+  // RAM spilled one to SSD, another left kvcached altogether; the engine took the third back.
+  resident = {{spilled[0], routing::Tier::kSsd}};
+  const std::vector<Digest> gone = {spilled[1], held[1]};  // held[1] stays: the engine has it
+  f.pub->record_residency(resident, gone);
+  f.pub->record_prefixes(std::vector<Digest>{spilled[2]});
+  want[keys::kv_key(node, spilled[0])] = ssd;
+  want.erase(keys::kv_key(node, spilled[1]));
+  want[keys::kv_key(node, spilled[2])] = "1";
+  EXPECT_TRUE(wait_until([&] { return kv_values(*admin, node) == want; }, 10s));
 }
 
 TEST(EtcdPublisher, graceful_stop_revokes_at_once) {

@@ -3,9 +3,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 
+#include "cluster/kv_publish_set.h"
 #include "state/etcd/etcd_client.h"
 #include "state/etcd/keys.h"
 #include "state/etcd/prefix_mirror.h"
@@ -145,21 +147,7 @@ void EtcdStateView::put(std::string_view key, std::string_view value, int64_t mo
     // A new node: every digest already mirrored for it. A new epoch: the core dropped the node's
     // entries; digests written after this record belong to the new epoch.
     if (is_new || epoch_changed) {
-      cluster::NodeEvent pe;
-      pe.kind = cluster::NodeEvent::Kind::kPrefixes;
-      pe.id = *id;
-      pe.source = routing::UpdateSource::kEtcd;
-      if (auto kv = kv_.find(*id); kv != kv_.end()) {
-        for (auto& [d, held] : kv->second) {
-          held.confirmed = current(held, n, is_new ? 0 : mod_revision);
-          if (held.confirmed) {
-            pe.confirmed.push_back(d);
-          }
-        }
-      }
-      if (!pe.confirmed.empty()) {
-        sink_(pe);
-      }
+      reconfirm(*id, n, is_new ? 0 : mod_revision);
       if (epoch_changed) {
         CGN_LOG_INFO(log_, "node kv_epoch changed; its prefixes were dropped", log::kv("node", *id),
                      log::kv("kv_epoch", n.record.kv_epoch));
@@ -174,35 +162,68 @@ void EtcdStateView::put(std::string_view key, std::string_view value, int64_t mo
     return;
   }
   if (rel.starts_with("kv/")) {
-    auto parsed = etcd::keys::parse_kv_key(std::string(etcd::keys::kKvPrefix) + std::string(rel.substr(3)));
-    if (!parsed) {
-      reject(key, "not a /kv/<node>/<64 hex digits> key");
-      return;
+    put_kv(key, rel.substr(3), value, mod_revision);
+  }
+}
+
+void EtcdStateView::reconfirm(const std::string& id, const Node& n, int64_t since_revision) {
+  // One event per tier, engine first.
+  std::array<cluster::NodeEvent, 3> by_tier;
+  for (size_t t = 0; t < by_tier.size(); ++t) {
+    by_tier[t].kind = cluster::NodeEvent::Kind::kPrefixes;
+    by_tier[t].id = id;
+    by_tier[t].source = routing::UpdateSource::kEtcd;
+    by_tier[t].tier = static_cast<routing::Tier>(t);
+  }
+  if (auto kv = kv_.find(id); kv != kv_.end()) {
+    for (auto& [d, held] : kv->second) {
+      held.confirmed = current(held, n, since_revision);
+      if (held.confirmed) {
+        by_tier[static_cast<size_t>(held.tier)].confirmed.push_back(d);
+      }
     }
-    Held h;
-    h.mod_revision = mod_revision;
-    const std::string_view v = trim(value);
-    uint64_t epoch = 0;
-    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), epoch);
-    if (!v.empty() && ec == std::errc{} && p == v.data() + v.size()) {
-      h.epoch = epoch;
+  }
+  for (const auto& pe : by_tier) {
+    if (!pe.confirmed.empty()) {
+      sink_(pe);
     }
-    auto& slot = kv_[parsed->first][parsed->second];
-    const bool was = slot.confirmed;
-    auto node = nodes_.find(parsed->first);
-    // Written now, so after the node's record: only an epoch naming another epoch keeps it out.
-    h.confirmed = node != nodes_.end() && current(h, node->second, 0);
-    slot = h;
-    const bool now = h.confirmed;
-    if (was != now) {
-      cluster::NodeEvent ev;
-      ev.kind = cluster::NodeEvent::Kind::kPrefixes;
-      ev.id = parsed->first;
-      ev.source = routing::UpdateSource::kEtcd;
-      (now ? ev.confirmed : ev.removed).push_back(parsed->second);
-      sink_(ev);
-    }
+  }
+}
+
+void EtcdStateView::put_kv(std::string_view key, std::string_view rel_kv, std::string_view value,
+                           int64_t mod_revision) {
+  auto parsed = etcd::keys::parse_kv_key(std::string(etcd::keys::kKvPrefix) + std::string(rel_kv));
+  if (!parsed) {
+    reject(key, "not a /kv/<node>/<64 hex digits> key");
     return;
+  }
+  auto v = cluster::parse_kv_prefix_value(value);
+  if (!v) {
+    reject(key, v.error().message);
+    return;
+  }
+  Held h;
+  h.mod_revision = mod_revision;
+  h.epoch = v->epoch;
+  h.tier = v->tier;
+  auto& slot = kv_[parsed->first][parsed->second];
+  const bool was = slot.confirmed;
+  const routing::Tier was_tier = slot.tier;
+  auto node = nodes_.find(parsed->first);
+  // Written now, so after the node's record: only an epoch naming another epoch keeps it out.
+  h.confirmed = node != nodes_.end() && current(h, node->second, 0);
+  slot = h;
+  const bool now = h.confirmed;
+  // A tier change of a confirmed digest (engine evicted it to RAM, RAM spilled it to SSD) is a
+  // confirm at the new tier: the index replaces the entry's tier.
+  if (was != now || (now && was_tier != h.tier)) {
+    cluster::NodeEvent ev;
+    ev.kind = cluster::NodeEvent::Kind::kPrefixes;
+    ev.id = parsed->first;
+    ev.source = routing::UpdateSource::kEtcd;
+    ev.tier = h.tier;
+    (now ? ev.confirmed : ev.removed).push_back(parsed->second);
+    sink_(ev);
   }
 }
 

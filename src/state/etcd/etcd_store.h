@@ -100,8 +100,13 @@ class EtcdStateView {
   struct Held {
     int64_t mod_revision = 0;
     std::optional<uint64_t> epoch;
-    bool confirmed = false;  // told the core the node holds it
+    routing::Tier tier = routing::Tier::kEngine;  // where the value says the node holds it
+    bool confirmed = false;                       // told the core the node holds it
   };
+  // A new node or a new epoch: confirms every mirrored digest of `id` that is current, one event
+  // per tier.
+  void reconfirm(const std::string& id, const Node& n, int64_t since_revision);
+  void put_kv(std::string_view key, std::string_view rel_kv, std::string_view value, int64_t mod_revision);
   // Whether `h` belongs to what `n` holds now: same epoch when the value names one; else
   // written after `since_revision`.
   static bool current(const Held& h, const Node& n, int64_t since_revision);

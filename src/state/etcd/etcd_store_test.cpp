@@ -192,6 +192,49 @@ TEST_F(Fixture, EpochValuedPrefixesCountOnlyUnderTheirEpoch) {
   ASSERT_EQ(ev[0].removed.size(), 1u);
 }
 
+TEST_F(Fixture, TierValuesConfirmAtTheirTierAndATierChangeReconfirms) {
+  view.put("/cognitora/nodes/a", record("a", 9001, 1), 5);
+  take();
+  view.put(kv_key("a", 1), R"({"epoch":1,"tier":"ram"})", 6);
+  view.put(kv_key("a", 2), "1", 6);
+  auto ev = take();
+  ASSERT_EQ(ev.size(), 2u);
+  ASSERT_EQ(ev[0].confirmed.size(), 1u);
+  EXPECT_EQ(ev[0].tier, routing::Tier::kRam);
+  EXPECT_EQ(ev[1].tier, routing::Tier::kEngine);
+  // RAM spilled it to SSD: a confirm at the new tier, nothing removed.
+  view.put(kv_key("a", 1), R"({"epoch":1,"tier":"ssd"})", 7);
+  ev = take();
+  ASSERT_EQ(ev.size(), 1u);
+  ASSERT_EQ(ev[0].confirmed.size(), 1u);
+  EXPECT_EQ(ev[0].tier, routing::Tier::kSsd);
+  EXPECT_TRUE(ev[0].removed.empty());
+  // The same tier again: nothing.
+  view.put(kv_key("a", 1), R"({"epoch":1,"tier":"ssd"})", 8);
+  EXPECT_TRUE(take().empty());
+  // A tier value of another epoch waits for its record; the re-confirmation keeps each tier.
+  view.put(kv_key("a", 3), R"({"epoch":2,"tier":"ram"})", 9);
+  EXPECT_TRUE(take().empty());
+  view.put("/cognitora/nodes/a", record("a", 9001, 2), 10);
+  ev = take();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, Kind::kUpsert);
+  ASSERT_EQ(ev[1].confirmed.size(), 1u);
+  EXPECT_EQ(ev[1].confirmed[0], digest(3));
+  EXPECT_EQ(ev[1].tier, routing::Tier::kRam);
+}
+
+TEST_F(Fixture, MalformedTierValuesAreRejected) {
+  view.put("/cognitora/nodes/a", record("a", 9001, 1), 5);
+  take();
+  for (const char* bad :
+       {R"({"epoch":1,"tier":"hbm"})", R"({"epoch":-1,"tier":"ram"})", R"({"tier":"ram"})", "{"}) {
+    view.put(kv_key("a", 1), bad, 6);
+  }
+  EXPECT_TRUE(take().empty());
+  EXPECT_EQ(view.rejected(), 4u);
+}
+
 TEST_F(Fixture, CordonKeyCordonsAndItsDeletionUncordons) {
   // A cordon set before the node exists applies when it arrives.
   view.put("/cognitora/cordon/a", "true", 2);
