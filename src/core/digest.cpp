@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/tlv.h"
+
 // The internal BLAKE3 API (blake3_hash_many, blake3_compress_in_place, the
 // flag names) is C without extern "C"; the standard headers it includes are
 // pulled in first so that only its own declarations get C linkage.
@@ -34,17 +36,8 @@ constexpr uint8_t kTagFormatVersion = 0x01;
 constexpr uint8_t kTagModel = 0x02;
 constexpr uint8_t kTagToolsHash = 0x03;
 
-void append_u32_le(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) {
-    out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-  }
-}
-
-void append_field(std::string& out, uint8_t tag, std::string_view value) {
-  out.push_back(static_cast<char>(tag));
-  append_u32_le(out, static_cast<uint32_t>(value.size()));
-  out.append(value);
-}
+using tlv::append_field;
+using tlv::append_u32_le;
 
 std::string_view as_view(const Digest& d) {
   return std::string_view(reinterpret_cast<const char*>(d.data()), d.size());

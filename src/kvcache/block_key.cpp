@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/digest.h"
+#include "core/tlv.h"
 
 namespace cgn::kvcache {
 namespace {
@@ -19,23 +20,8 @@ constexpr uint8_t kTagTpSize = 0x04;
 constexpr uint8_t kTagBlockTokens = 0x05;
 constexpr uint8_t kTagTenant = 0x06;
 
-void append_u32_le(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) {
-    out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-  }
-}
-
-void append_field(std::string& out, uint8_t tag, std::string_view value) {
-  out.push_back(static_cast<char>(tag));
-  append_u32_le(out, static_cast<uint32_t>(value.size()));
-  out.append(value);
-}
-
-void append_u32_field(std::string& out, uint8_t tag, uint32_t v) {
-  std::string bytes;
-  append_u32_le(bytes, v);
-  append_field(out, tag, bytes);
-}
+using tlv::append_field;
+using tlv::append_u32_field;
 
 Status<KeyError> check_string(std::string_view name, const std::string& value, bool required) {
   if (required && value.empty()) {
