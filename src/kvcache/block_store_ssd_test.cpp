@@ -10,6 +10,7 @@
 
 #include "core/digest.h"
 #include "kvcache/block_store.h"
+#include "kvcache/store_test_util.h"
 #include "testing/process.h"
 
 namespace cgn::kvcache {
@@ -20,21 +21,11 @@ using namespace std::chrono_literals;
 constexpr uint64_t kPage = 4096;
 
 BlockKey key(uint64_t i) {
-  return blake3_hash("ssd-block-" + std::to_string(i));
+  return test_blocks::numbered_key(i);
 }
 
-std::vector<uint8_t> pattern(uint64_t i, uint64_t length) {
-  std::vector<uint8_t> v(length);
-  for (uint64_t j = 0; j < length; ++j) {
-    v[j] = static_cast<uint8_t>((i * 151 + j * 13 + (j >> 12)) & 0xff);
-  }
-  return v;
-}
-
-bool matches(uint64_t i, std::span<const uint8_t> got) {
-  const std::vector<uint8_t> want = pattern(i, got.size());
-  return std::equal(want.begin(), want.end(), got.begin());
-}
+using test_blocks::matches;
+using test_blocks::pattern;
 
 class BlockStoreSsd : public ::testing::Test {
  protected:

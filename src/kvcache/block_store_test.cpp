@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "core/digest.h"
+#include "kvcache/store_test_util.h"
 
 namespace cgn::kvcache {
 namespace {
@@ -20,22 +21,11 @@ namespace {
 constexpr uint64_t kPage = 4096;
 
 BlockKey key(uint64_t i) {
-  return blake3_hash("block-" + std::to_string(i));
+  return test_blocks::numbered_key(i);
 }
 
-// The bytes stored under key i: a pattern of i and the position, so a mixed-up block shows.
-std::vector<uint8_t> pattern(uint64_t i, uint64_t length) {
-  std::vector<uint8_t> v(length);
-  for (uint64_t j = 0; j < length; ++j) {
-    v[j] = static_cast<uint8_t>((i * 131 + j * 7 + (j >> 12)) & 0xff);
-  }
-  return v;
-}
-
-bool matches(uint64_t i, std::span<const uint8_t> got) {
-  const std::vector<uint8_t> want = pattern(i, got.size());
-  return std::equal(want.begin(), want.end(), got.begin());
-}
+using test_blocks::matches;
+using test_blocks::pattern;
 
 StoreConfig ram_config(uint64_t pages) {
   StoreConfig cfg;
