@@ -14,7 +14,7 @@ export CCACHE_MAXSIZE ?= 5G
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all bootstrap configure build test test-release test-standalone test-asan test-browser test-node test-unit run fuzz bench bench-report bench-kvcached bench-kvcached-replay bench-tiers format tidy clean
+.PHONY: all bootstrap configure build test test-release test-standalone test-asan test-browser test-node test-unit run fuzz bench bench-report bench-kvcached bench-kvcached-replay bench-tiers bench-energy bench-energy-live format tidy clean dist test-package test-oci
 
 all: build
 
@@ -115,6 +115,33 @@ bench-kvcached-replay: configure
 bench-tiers: configure
 	cmake --build $(BUILD) -j $(JOBS) --target cgn-bench
 	@scripts/bench-tiers.sh $(BUILD)
+
+# Fleet J/token and J/request per routing policy from the simulator's power model (modelled, not
+# measured; scripts/bench-energy.sh, docs/benchmarks.md). Minutes; not in make test.
+bench-energy: configure
+	cmake --build $(BUILD) -j $(JOBS) --target cgn-bench
+	@scripts/bench-energy.sh $(BUILD)
+
+# The same comparison live: per policy, simulators with the power model behind agents and a router;
+# J/token and J/request from the router's energy gauges (modelled energy; scripts/bench-energy-live.sh).
+bench-energy-live: build
+	@BIN=$(BUILD)/bin scripts/bench-energy-live.sh
+
+# Release artifacts in $(DIST): cognitora-<v>-linux-amd64.tar.gz and cognitora_<v>_amd64.deb with
+# their .sha256 files (packaging/build-dist.sh; docs/operations/packaging.md). `make test` checks
+# them (ctest label package); the two targets below install them into fresh bookworm roots
+# (mmdebstrap, the Debian mirror) and are not part of it.
+DIST ?= out/dist
+dist: build
+	packaging/build-dist.sh $(BUILD)/bin $(DIST)
+
+test-package: dist
+	@scripts/bootstrap.sh --package
+	packaging/test-package.sh $(DIST)
+
+test-oci: dist
+	@scripts/bootstrap.sh --package
+	packaging/test-oci.sh $(DIST)
 
 format:
 	@git ls-files '*.cpp' '*.h' | xargs clang-format -i

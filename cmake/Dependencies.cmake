@@ -26,3 +26,6 @@ find_library(MSGPUCK_LIBRARY NAMES libmsgpuck.a msgpuck REQUIRED)
 add_library(cgn_msgpuck INTERFACE)
 target_include_directories(cgn_msgpuck SYSTEM INTERFACE ${MSGPUCK_INCLUDE_DIR})
 target_link_libraries(cgn_msgpuck INTERFACE ${MSGPUCK_LIBRARY})
+
+# sd_notify readiness for systemd's Type=notify units (core/sd_notify.h): libsystemd-dev.
+pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)

@@ -6,6 +6,10 @@
 #   - cgn_agent reaches the backends only through their registry (cgn_state), never one backend's
 #     library directly;
 #   - cgn_routing and cgn_core link no module above them;
+#   - cgn_daemon (what the cgn-power and cgn-kvcached daemons share) links only core and its
+#     HTTP helpers;
+#   - cgn_power (the power reader the agent embeds) links only core, its HTTP, TLS and daemon
+#     helpers, cgn_routing (the Prometheus parser) and the protobuf library;
 #   - cgn_kvcache (the block store) links only cgn_core; neither it nor cgn_kvcached (the daemon)
 #     reaches cgn_agent, a router library or a state backend.
 # Run: cmake -DGRAPH=build/link_graph.cmake -P cmake/check_layering.cmake
@@ -82,6 +86,12 @@ only(cgn_core cgn_blake3)
 only(cgn_routing cgn_core)
 only(cgn_cluster cgn_core cgn_routing cgn_proto_cognitora)
 only(cgn_kvcache cgn_core)
+if(cgn_daemon IN_LIST CGN_TARGETS)
+  only(cgn_daemon cgn_core cgn_http)
+endif()
+if(cgn_power IN_LIST CGN_TARGETS)
+  only(cgn_power cgn_core cgn_http cgn_tls cgn_daemon cgn_routing cgn_proto_cognitora)
+endif()
 foreach(t cgn_kvcache cgn_kvcached)
   if(t IN_LIST CGN_TARGETS)
     closure(${t} _kv_all)

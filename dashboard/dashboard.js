@@ -743,14 +743,17 @@
     v.power = powerTotal !== null ? powerTotal : P.gaugeSum(f, "cgn_cluster_node_power_watts");
     v.power_cap = P.gaugeSum(f, "cgn_cluster_node_watt_limit");
     const tpw = P.gaugeSum(f, "cgn_cluster_tokens_per_watt");
-    if (tpw !== null && tpw > 0) {
+    const jpt = P.gaugeSum(f, "cgn_cluster_joules_per_token");
+    if (jpt !== null && jpt > 0) {
+      v.j_per_token = jpt; // measured: energy-counter deltas over generated tokens
+    } else if (tpw !== null && tpw > 0) {
       v.j_per_token = 1 / tpw; // tokens/s per W is tokens per joule
     } else if (v.power !== null && v.power > 0 && v.tps_gen > 0) {
       v.j_per_token = v.power / v.tps_gen;
     } else {
       v.j_per_token = null;
     }
-    const energy = v.power !== null || v.power_cap !== null || tpw !== null;
+    const energy = v.power !== null || v.power_cap !== null || tpw !== null || jpt !== null;
 
     for (const k of SERIES_KEYS) {
       rings[k].push(wall, v[k]);
@@ -794,6 +797,28 @@
         subEl.append(span);
       }
     }
+  }
+
+  // [router.carbon]: the latest intensity and the gate's state (the series whose value is 1).
+  const CARBON_STATES = {
+    admit: { cls: "", text: "admitting all" },
+    defer: { cls: "warn", text: "deferring low priority" },
+    no_reading: { cls: "bad", text: "fail open: no reading" },
+    stale: { cls: "bad", text: "fail open: reading stale" },
+  };
+  function updateCarbonKpi(f) {
+    const g = P.gaugeSum(f, "cgn_router_carbon_intensity_gco2_per_kwh");
+    let state = null;
+    for (const name of Object.keys(CARBON_STATES)) {
+      if (P.gaugeSum(f, "cgn_router_carbon_gate_state", (l) => l.state === name) === 1) {
+        state = name;
+      }
+    }
+    if (state === null) {
+      setKpi("kpi-carbon", "no data", "", ["carbon gate off"]);
+      return;
+    }
+    setKpi("kpi-carbon", g === null ? "no data" : fmtNum(g), g === null ? "" : "gCO₂/kWh", [CARBON_STATES[state]]);
   }
 
   function updateKpis(v, list, up, f, energy) {
@@ -847,6 +872,7 @@
     } else {
       setKpi("kpi-power", "no data", "", ["no energy metrics yet"]);
     }
+    updateCarbonKpi(f);
     const entries = P.gaugeSum(f, "cgn_router_prefix_index_entries");
     setKpi(
       "kpi-prefix",

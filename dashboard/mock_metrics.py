@@ -79,7 +79,7 @@ TTFT_BUCKETS = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 DURATION_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
 ROUTING_BUCKETS = [1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3]
 OVERLAP_BUCKETS = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1]
-ADMISSION_REASONS = ["queue_full", "watt_cap", "rate_limit"]
+ADMISSION_REASONS = ["queue_full", "watt_cap", "rate_limit", "carbon"]
 RETRY_REASONS = ["upstream_5xx", "connect_failed"]
 PEERS = ["eu-west-1", "us-east-2"]
 MAX_STEP_S = 30.0  # a long pause between scrapes is simulated as this much time at most
@@ -157,6 +157,8 @@ class Fleet:
         self.overlap = Histogram(OVERLAP_BUCKETS)
         # The mock fleet serves aggregated: no prefill/decode legs, an empty handoff histogram.
         self.pd_handoff = Histogram(ROUTING_BUCKETS)
+        # No cascade alias in the mock fleet: zero step counts and an empty gate histogram.
+        self.cascade_gate = Histogram(DURATION_BUCKETS)
         self.index_entries = 120000.0 * self.scale
         self.gen_rate = 0.0
         for _ in range(40):  # warm up: gauges settle and counters start from a running fleet
@@ -188,6 +190,8 @@ class Fleet:
             draw = n.idle_w + (n.watt_limit * 0.97 - n.idle_w) * n.load ** 0.8
             n.power += alpha * (min(n.watt_limit, draw) - n.power)
             n.power = max(n.idle_w * 0.8, n.power + self.rng.gauss(0, 3))
+        for n in self.nodes:
+            n.energy_j = getattr(n, "energy_j", 0.0) + n.power * dt
 
         rps = 46.0 * load * self.scale
         n_req = rps * dt
@@ -217,7 +221,7 @@ class Fleet:
             self.gen_tokens[m] += gen
             self.prompt_tokens[m] += share * 860
             for i, r in enumerate(ADMISSION_REASONS):
-                self.rejections[(m, r)] += share * reject_frac * (0.6, 0.3, 0.1)[i]
+                self.rejections[(m, r)] += share * reject_frac * (0.55, 0.25, 0.1, 0.1)[i]
             for i, r in enumerate(RETRY_REASONS):
                 self.retries[(m, r)] += share * 0.004 * (0.7, 0.3)[i]
             for p in PEERS:
@@ -291,6 +295,21 @@ class Fleet:
         family("cgn_router_admission_rejections_total", "counter", "Requests shed at admission, by reason.")
         for (m, r), v in sorted(self.rejections.items()):
             sample("cgn_router_admission_rejections_total", [("model", m), ("reason", r)], math.floor(v))
+        # [router.carbon]: a grid whose intensity swells over the 400 gCO2/kWh threshold and back.
+        t = time.monotonic() - self.t0
+        gco2 = 380 + 60 * math.sin(2 * math.pi * t / 240)
+        family("cgn_router_carbon_intensity_gco2_per_kwh", "gauge", "Latest grid carbon intensity.")
+        sample("cgn_router_carbon_intensity_gco2_per_kwh", [("provider", "electricitymaps"), ("zone", "DE")],
+               round(gco2, 1))
+        family("cgn_router_carbon_reading_age_seconds", "gauge", "Age of the latest carbon reading.")
+        sample("cgn_router_carbon_reading_age_seconds", [("provider", "electricitymaps"), ("zone", "DE")],
+               round(t % 60, 1))
+        family("cgn_router_carbon_gate_state", "gauge", "Carbon gate state (1 on the current one).")
+        for st in ("no_reading", "stale", "admit", "defer"):
+            on = st == ("defer" if gco2 > 400 else "admit")
+            sample("cgn_router_carbon_gate_state", [("state", st)], 1 if on else 0)
+        family("cgn_router_carbon_poll_failures_total", "counter", "Failed carbon-provider polls by reason.")
+        sample("cgn_router_carbon_poll_failures_total", [("reason", "rate_limited")], 0)
         family("cgn_router_pd_legs_total", "counter",
                "Disaggregated prefill/decode legs by model, leg and outcome.")
         # The mock fleet has no prefill/decode nodes: its legs stay at 0, but the series exist so
@@ -301,6 +320,15 @@ class Fleet:
         family("cgn_router_pd_handoff_seconds", "histogram",
                "Time from the prefill leg's answer to the decode leg's first byte.")
         histogram("cgn_router_pd_handoff_seconds", [], self.pd_handoff)
+        family("cgn_router_cascade_steps_total", "counter",
+               "Cascade steps by alias, step (1-based) and outcome (accepted, escalated, failed, skipped).")
+        # The mock fleet has no [router.cascade] alias: the series stay at 0 but exist, so the
+        # contract test sees the family's labels (a real router creates them on the first step).
+        for step, outcome in (("1", "accepted"), ("1", "escalated"), ("2", "accepted")):
+            sample("cgn_router_cascade_steps_total", [("alias", "auto"), ("step", step), ("outcome", outcome)], 0)
+        family("cgn_router_cascade_gate_seconds", "histogram",
+               "Time a gated cascade step took (added before the answer), by alias.")
+        histogram("cgn_router_cascade_gate_seconds", [("alias", "auto")], self.cascade_gate)
         family("cgn_router_state_events_total", "counter",
                "Node, prefix, policy and connection events applied from the state backend.")
         sample("cgn_router_state_events_total", [("backend", "static"), ("kind", "upsert")], len(self.nodes))
@@ -313,6 +341,8 @@ class Fleet:
         family("cgn_router_federation_forwards_total", "counter", "Requests forwarded to a peer cluster.")
         for (m, p), v in sorted(self.forwards.items()):
             sample("cgn_router_federation_forwards_total", [("model", m), ("peer", p)], math.floor(v))
+        family("cgn_router_grpc_requests_total", "counter", "gRPC calls by method and status code.")
+        sample("cgn_router_grpc_requests_total", [("method", "Generate"), ("code", "OK")], 0)
 
         nodes = sorted(self.nodes, key=lambda n: n.name)
         family("cgn_cluster_node_info", "gauge", "Node identity; always 1.")
@@ -344,6 +374,16 @@ class Fleet:
             sample("cgn_cluster_power_watts_total", [], round(total_w, 1))
             family("cgn_cluster_tokens_per_watt", "gauge", "Generated tokens per second per watt.")
             sample("cgn_cluster_tokens_per_watt", [], round(self.gen_rate / total_w, 5) if total_w > 0 else 0)
+            family("cgn_cluster_node_energy_joules_total", "counter", "Energy the node's power reader counted.")
+            for n in nodes:
+                sample("cgn_cluster_node_energy_joules_total", [("node", n.name)], round(getattr(n, "energy_j", 0.0), 1))
+            jpt = total_w / self.gen_rate if self.gen_rate > 0 else 0
+            mean_w = total_w / max(1, len(self.nodes))
+            family("cgn_cluster_node_joules_per_token", "gauge", "Energy per generated token of the node.")
+            for n in nodes:
+                sample("cgn_cluster_node_joules_per_token", [("node", n.name)], round(jpt * n.power / mean_w, 5))
+            family("cgn_cluster_joules_per_token", "gauge", "Energy per generated token of the fleet.")
+            sample("cgn_cluster_joules_per_token", [], round(jpt, 5))
         return ("\n".join(out) + "\n").encode()
 
 

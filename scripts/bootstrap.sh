@@ -15,22 +15,28 @@ BUILD_PKGS=(
   librust-blake3-dev
   libzmq3-dev libmsgpuck-dev
   libhiredis-dev
+  libsystemd-dev
 )
 # Tools the tests and benchmarks drive as real components.
 TEST_PKGS=(
   b3sum etcd-server etcd-client prometheus nginx-light procps iproute2 curl chromium universal-ctags
   redis-server python3-grpcio python3-protobuf
+  dpkg-dev fakeroot lintian
 )
 # Only for `make fuzz` (libFuzzer builds) and `make tidy`.
 FUZZ_PKGS=(clang libclang-rt-14-dev clang-tidy clang-format)
 # Only for `make bench-report` (the report's plots).
 BENCH_PKGS=(gnuplot-nox)
+# Only for `make test-package` and `make test-oci` (a fresh bookworm root, an OCI layout).
+PACKAGE_PKGS=(mmdebstrap umoci)
 
 want=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}")
 if [[ "${1:-}" == "--fuzz" ]]; then
   want+=("${FUZZ_PKGS[@]}")
 elif [[ "${1:-}" == "--bench" ]]; then
   want+=("${BENCH_PKGS[@]}")
+elif [[ "${1:-}" == "--package" ]]; then
+  want+=("${PACKAGE_PKGS[@]}")
 fi
 
 missing=()

@@ -60,6 +60,8 @@ for i in $(seq 1 "$NODES"); do
       "$i" "$agent_port"
     printf '[engine]\nkind = "vllm"\nmodel = "%s"\nport = %s\nextra_args = ["--sim-time-scale", "%s"]\n\n' \
       "$MODEL" "$engine_port" "$TIME_SCALE"
+    # The simulator's power model, read through the dcgm-exporter source (docs/sim.md "Power model").
+    printf '[[power.sources]]\nkind = "dcgm_exporter"\nurl = "http://127.0.0.1:%s/dcgm/metrics"\n\n' "$engine_port"
     gossip_toml "$(free_udp_port)"
   } >"$RUN_DIR/agent$i.toml"
   PATH="$RUN_DIR/engines:$PATH" "$BIN/cgn-agent" --config "$RUN_DIR/agent$i.toml" >"$RUN_DIR/agent$i.log" 2>&1 &

@@ -5,6 +5,7 @@
 
 #include "bench/proxy/loadgen.h"
 #include "router/fake_engine.h"
+#include "testing/refusing_port.h"
 
 namespace cgn::bench {
 namespace {
@@ -131,8 +132,9 @@ TEST(Loadgen, HoldKeepsEveryStreamOpenThenCloses) {
 }
 
 TEST(Loadgen, UnreachableTargetIsAnError) {
+  const cgn::testing::RefusingPort refusing;
   LoadSpec s;
-  s.port = 1;  // nothing listens on port 1 here
+  s.port = refusing.port();
   s.body = chat_body(64, false, "m");
   s.connections = 2;
   s.max_requests = 1;

@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "core/version.h"
 #include "kvcached/kv_client.h"
+#include "power/reader.h"
 #include "state/backends.h"
 
 namespace cgn::agent {
@@ -163,6 +164,26 @@ CliResult<Ok> AgentApp::start() {
   if (!plan) {
     return plan.error();
   }
+  if (auto st = start_power(); !st) {
+    stop(clock_.now());
+    return st;
+  }
+  if (power_) {
+    plan->node.power = [r = power_.get()] {
+      const power::Snapshot s = r->snapshot();
+      PowerFigures f;
+      f.watts = s.total_watts();
+      if (!s.devices.empty()) {
+        f.energy_joules = power::uj_to_joules(s.total_energy_uj());
+      }
+      for (const auto& d : s.devices) {
+        if (d.latest.power_limit_watts) {
+          f.enforced_limit_watts = f.enforced_limit_watts.value_or(0) + *d.latest.power_limit_watts;
+        }
+      }
+      return f;
+    };
+  }
   auto node = NodeAgent::create(*driver_, std::move(plan->node));
   if (!node) {
     return failure(node.error().message);
@@ -194,6 +215,46 @@ CliResult<Ok> AgentApp::start() {
     return failure(pub.error().message);
   }
   CGN_LOG_INFO(logger, "publishing", log::kv("how", publisher_->describe()));
+  return Ok{};
+}
+
+// [[power.sources]]: an in-process reader, polled every [power] poll_interval_ms (docs/agent.md
+// "Power"); kind = "cgn_power" reads a running cgn-power daemon instead of the sensors. None
+// configured: the record carries no power figures (unknown, not 0 W).
+CliResult<Ok> AgentApp::start_power() {
+  const auto& pc = setup_.config.power;
+  if (pc.sources.empty()) {
+    return Ok{};
+  }
+  auto reader = power::Reader::from_config(pc, power::builtin_sources(setup_.config.tls));
+  if (!reader) {
+    return failure("[power] " + reader.error().message);
+  }
+  power_ = std::move(*reader);
+  power_->start(std::chrono::milliseconds(pc.poll_interval_ms));
+  CGN_LOG_INFO(log::get("agent"), "reading power in process", log::kv("sources", pc.sources.size()),
+               log::kv("poll_interval_ms", pc.poll_interval_ms));
+  return Ok{};
+}
+
+CliResult<Ok> AgentApp::reload() {
+  auto logger = log::get("agent");
+  if (setup_.config_path.empty()) {
+    CGN_LOG_WARN(logger, "SIGHUP ignored: no --config file to reload");
+    return failure("no --config file to reload");
+  }
+  auto cfg = config::load_config(setup_.config_path);
+  if (!cfg) {
+    CGN_LOG_ERROR(logger, "reload failed; keeping the current watt_limit",
+                  log::kv("error", cfg.error().message));
+    return failure(cfg.error().message);
+  }
+  if (!node_ || stopped_) {
+    return Ok{};
+  }
+  node_->set_watt_limit(cfg->agent.watt_limit);
+  CGN_LOG_INFO(logger, "reloaded [agent] watt_limit", log::kv("configured", cfg->agent.watt_limit),
+               log::kv("effective", node_->record().watt_limit));
   return Ok{};
 }
 
@@ -382,6 +443,9 @@ void AgentApp::stop(Nanos deadline) {
   }
   if (node_) {
     node_->stop();
+  }
+  if (power_) {
+    power_->stop();
   }
 }
 

@@ -1,7 +1,8 @@
 // cgn-agent as one application object (docs/design/lifecycle.md): parsed options in (AgentSetup,
 // agent/agent_options.h), start() / stop(deadline) out; main only adds the shutdown signals.
 //
-// What start() runs, in this order (the members are declared in it): the NodeAgent (engine
+// What start() runs, in this order (the members are declared in it): with [[power.sources]] an
+// in-process power reader (power/reader.h) whose figures the record carries, the NodeAgent (engine
 // supervisor + scrape loop, agent/node_agent.h), the gRPC service Agent (Health), the state
 // backend's publisher of the node record (found by `state_backend` in src/state/backends.h), the
 // engine's KV event subscriber ([engine] kv_events), with kv_offload = "cgn" the residency
@@ -33,6 +34,9 @@ class NodePublisher;
 namespace cgn::kvcached {
 class KvClient;
 }
+namespace cgn::power {
+class Reader;
+}
 
 namespace cgn::agent {
 
@@ -63,6 +67,10 @@ class AgentApp {
   // Idempotent; a no-op before start().
   void stop(Nanos deadline);
 
+  // SIGHUP: reads --config again and applies [agent] watt_limit (the record carries it at once);
+  // other keys need a restart. On a config error the old limit stays and the error is logged.
+  CliResult<Ok> reload();
+
   // clock now + [router.timeouts] shutdown_grace_ms: the deadline main gives stop().
   Nanos shutdown_deadline() const;
   // The bound ports (0 before start(); gRPC 0 when the default address could not be bound).
@@ -70,6 +78,7 @@ class AgentApp {
   uint16_t grpc_port() const;
 
  private:
+  CliResult<Ok> start_power();
   CliResult<Ok> start_grpc();
   CliResult<Ok> make_publisher();
   CliResult<Ok> start_kv_events();
@@ -83,6 +92,7 @@ class AgentApp {
   bool started_ = false;
   bool stopped_ = false;
   // Declared in start order; stop() stops them in reverse.
+  std::unique_ptr<power::Reader> power_;  // [[power.sources]] configured only
   std::unique_ptr<NodeAgent> node_;
   std::unique_ptr<AgentGrpcServer> grpc_;
   std::unique_ptr<cluster::NodePublisher> publisher_;

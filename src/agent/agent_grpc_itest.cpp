@@ -78,8 +78,8 @@ TEST(AgentGrpcBinary, health_reports_the_record_and_loading_then_ready_over_the_
   Process agent(
       {cgn::testing::bin_path("cgn-agent"), "--config", cfg, "--grpc-port-file", dir.file("grpc.port")},
       path_env(dir));
-  const int port = cgn::testing::wait_for_port_file(dir.file("grpc.port"), 20s);
-  ASSERT_GT(port, 0) << agent.log();
+  const int port = cgn::testing::wait_for_port_file(dir.file("grpc.port"), agent, 20s);
+  ASSERT_GT(port, 0) << agent.describe() << "\n" << agent.log();
   const std::string target = "127.0.0.1:" + std::to_string(port);
 
   // The engine takes 1.5 s to load: Health says starting (not ready) first, then ready with the

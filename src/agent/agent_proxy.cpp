@@ -211,6 +211,7 @@ struct AgentProxy::Impl {
   metrics::HistogramFamily* duration = nullptr;
   metrics::CounterFamily* upstream_errors = nullptr;
   metrics::Counter chains;
+  metrics::Gauge in_flight;  // admitted /v1/ requests not yet answered in full (cgn-ctl drain)
 
   // One proxied request: what the steps below share.
   struct Call {
@@ -290,6 +291,10 @@ AgentProxy::AgentProxy(AgentProxyOptions options, HealthSource health, PrefixRec
   impl_->upstream_errors =
       &reg.counter("cgn_agent_upstream_errors_total",
                    "Engine requests that failed before an answer, by reason.", {"reason"});
+  impl_->in_flight = reg.gauge("cgn_agent_requests_in_flight",
+                               "Requests the agent is serving now: admitted, not yet relayed in full "
+                               "(any router's; cgn-ctl drain waits for 0).")
+                         .with({});
   impl_->chains = reg.counter("cgn_agent_prefix_chains_recorded_total",
                               "Completed requests whose prefix digests entered the published set.")
                       .with({});
@@ -377,6 +382,11 @@ asio::awaitable<void> AgentProxy::Impl::proxy(Exchange& ex) {
   if (!co_await admit(c)) {
     co_return;
   }
+  in_flight.add(1);
+  struct InFlight {
+    metrics::Gauge& g;
+    ~InFlight() { g.add(-1); }
+  } in_flight_guard{in_flight};
   http::Request& req = ex.request();
   c.want_digests = static_cast<bool>(recorder) && req.method() == http::Verb::post &&
                    (c.ep == "chat" || c.ep == "completions");

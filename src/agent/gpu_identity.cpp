@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "agent/subprocess.h"
+#include "core/subprocess.h"
 #include "core/json_bounds.h"
 #include "core/log.h"
 #include "core/text.h"

@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 
 #include "agent/gpu_identity.h"
-#include "agent/subprocess.h"
+#include "core/subprocess.h"
 #include "testing/process.h"
 
 namespace cgn::agent {

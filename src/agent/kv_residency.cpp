@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "cluster/kv_publish_set.h"
+#include "kvcached/wire.h"
 
 namespace cgn::agent {
 
@@ -108,6 +109,28 @@ std::vector<Digest> KvResidency::resident_run(std::span<const Digest> chain) con
   return out;
 }
 
+// kvcached answers at most kvcached::kMaxLookupRequests requests in one BatchLookup: more
+// tracked blocks go in several, answered in order.
+Result<kvcached::KvLookup, kvcached::ClientError> KvResidency::lookup_in_batches(
+    const std::vector<std::vector<Digest>>& requests) const {
+  kvcached::KvLookup all;
+  all.runs.reserve(requests.size());
+  for (size_t at = 0; at < requests.size(); at += kvcached::kMaxLookupRequests) {
+    const size_t end = std::min(requests.size(), at + kvcached::kMaxLookupRequests);
+    const std::vector<std::vector<Digest>> batch(requests.begin() + static_cast<std::ptrdiff_t>(at),
+                                                 requests.begin() + static_cast<std::ptrdiff_t>(end));
+    auto answer = lookup_(options_.ns, batch, /*lease_ms=*/0);
+    if (!answer) {
+      return answer;
+    }
+    answer->runs.resize(batch.size());  // a short answer: the missing requests found nothing
+    for (auto& run : answer->runs) {
+      all.runs.push_back(std::move(run));
+    }
+  }
+  return all;
+}
+
 bool KvResidency::refresh_once() {
   std::vector<Tracked> tracked;
   {
@@ -125,7 +148,7 @@ bool KvResidency::refresh_once() {
       requests.push_back({d});
     }
   }
-  auto answer = lookup_(options_.ns, requests, /*lease_ms=*/0);
+  auto answer = lookup_in_batches(requests);
   if (!answer) {
     changes_.update("kvcached", "unreachable", spdlog::level::warn,
                     "cgn-kvcached did not answer BatchLookup; residency is not refreshed",

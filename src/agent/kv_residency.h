@@ -1,7 +1,8 @@
 // What the node's cgn-kvcached holds of the prompts this agent served, for kv_offload = "cgn"
 // (docs/agent.md "Tiered KV"). The agent tracks each prompt's routing chain beside its chain in
 // the engine's block naming (agent/engine_digests.h) (track), asks
-// its kvcached for them every interval in one BatchLookup, one request per block (no lease: the answer is a
+// its kvcached for them every interval in BatchLookups of at most kvcached::kMaxLookupRequests
+// requests, one request per block (no lease: the answer is a
 // hint for routing and for the engine, which takes its own lease when it loads), hands the change (newly
 // resident digests with their tier, digests no longer resident) to the sink (the etcd publisher),
 // and keeps the last answer for the data path (resident_run), which never waits on kvcached.
@@ -87,6 +88,8 @@ class KvResidency {
 
  private:
   void run();
+  Result<kvcached::KvLookup, kvcached::ClientError> lookup_in_batches(
+      const std::vector<std::vector<Digest>>& requests) const;
 
   KvResidencyOptions options_;
   KvLookupFn lookup_;

@@ -74,5 +74,45 @@ TEST(KvResidency, publishes_what_kvcached_holds_with_its_tier_and_withdraws_what
   EXPECT_TRUE(r.resident_run(chain).empty());
 }
 
+// kvcached answers at most 1,024 requests in one BatchLookup; an agent tracking more blocks (its
+// default cap is 4,096 digests) asks in several and still sees every resident block.
+TEST(KvResidency, more_tracked_blocks_than_one_batch_lookup_takes_are_looked_up_in_batches) {
+  testing::TempDir dir;
+  Daemon d(dir, "kv", "ram_bytes = 16777216\nmax_block_bytes = 1048576\n");
+  ASSERT_TRUE(d.start());
+  auto client = kvcached::KvClient::connect(d.target(), config::TlsConfig{});
+  ASSERT_TRUE(client.ok()) << client.error().message;
+  config::EngineConfig engine;
+  engine.model = "m";
+  const kvcache::BlockNamespace ns = engine_naming("vllm", engine, 256).ns;
+  KvResidencyOptions o;
+  o.ns = ns;
+  o.block_bytes = 256;
+  std::vector<ResidencyChange> seen;
+  KvResidency r(
+      o,
+      [&](const kvcache::BlockNamespace& n, const std::vector<std::vector<Digest>>& reqs, uint32_t lease) {
+        return (*client)->batch_lookup(n, reqs, lease);
+      },
+      [&](const ResidencyChange& c) { seen.push_back(c); });
+  std::vector<std::vector<Digest>> chains;
+  for (uint64_t c = 0; c < 5; ++c) {  // 5 x 300 = 1,500 blocks
+    chains.emplace_back();
+    for (uint64_t i = 0; i < 300; ++i) {
+      chains.back().push_back(digest_of(100 + c, i));
+    }
+    r.track(chains.back(), chains.back());
+  }
+  ASSERT_EQ(r.tracked_digests(), 1500u);
+  const std::vector<uint8_t> bytes(64, 0x5a);
+  for (const auto& chain : {chains[0], chains[4]}) {  // the first and the last batch
+    ASSERT_TRUE((*client)->put(ns, chain[7], bytes).ok());
+  }
+  ASSERT_TRUE(r.refresh_once()) << "failures: " << r.failures();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].resident.size(), 2u);
+  EXPECT_EQ(r.resident_run(chains[4]), std::vector<Digest>{chains[4][7]});
+}
+
 }  // namespace
 }  // namespace cgn::agent

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/refusing_port.h"
+
 namespace cgn::agent {
 namespace {
 
@@ -44,8 +46,8 @@ TEST(HttpResponse, rejects_malformed_and_oversized_responses) {
 }
 
 TEST(LoopbackGet, refused_port_is_a_connect_error_and_bad_host_is_rejected) {
-  // Port 1 on loopback: nothing listens there in the test environment.
-  auto r = loopback_get("127.0.0.1", 1, "/health", std::chrono::milliseconds(500));
+  const cgn::testing::RefusingPort refusing;
+  auto r = loopback_get("127.0.0.1", refusing.port(), "/health", std::chrono::milliseconds(500));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, GetError::kConnect);
   EXPECT_EQ(loopback_get("localhost", 80, "/", std::chrono::milliseconds(100)).error().code,

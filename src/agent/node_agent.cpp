@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "agent/loopback_get.h"
@@ -62,6 +63,19 @@ Result<routing::NodeMetrics, std::string> scrape_engine(const std::string& host,
   return *metrics;
 }
 
+double effective_watt_limit(double configured, std::optional<double> enforced) {
+  if (enforced && *enforced > 0) {
+    return configured > 0 ? std::min(configured, *enforced) : *enforced;
+  }
+  return configured > 0 ? configured : 0.0;
+}
+
+void apply_power(cluster::NodeRecord& record, double configured_limit, const PowerFigures& p) {
+  record.power_watts = p.watts;
+  record.energy_joules = p.energy_joules;
+  record.watt_limit = effective_watt_limit(configured_limit, p.enforced_limit_watts);
+}
+
 Result<std::unique_ptr<NodeAgent>, DriverError> NodeAgent::create(const EngineDriver& driver,
                                                                   NodeAgentOptions options) {
   auto command = driver.launch_command(options.engine, options.launch);
@@ -88,7 +102,8 @@ NodeAgent::NodeAgent(const EngineDriver& driver, NodeAgentOptions options, Launc
       metrics_path_(driver.metrics_path(options_.launch)),
       metrics_kind_(driver.metrics_kind(options_.launch)),
       record_(options_.base),
-      tracker_(options_.base.generation) {
+      tracker_(options_.base.generation),
+      configured_limit_(options_.base.watt_limit) {
   record_.kv_epoch = tracker_.epoch();
   supervisor_ = std::make_unique<Supervisor>(command_, driver.health(options_.launch), options_.supervisor,
                                              [this](const StateChange& c) { on_state(c); });
@@ -104,7 +119,7 @@ void NodeAgent::start() {
     stopping_ = false;
   }
   supervisor_->start();
-  if (metrics_path_ && metrics_kind_) {
+  if ((metrics_path_ && metrics_kind_) || options_.power) {
     scraper_ = std::thread([this] { scrape_loop(); });
   }
 }
@@ -126,6 +141,12 @@ cluster::NodeRecord NodeAgent::record() const {
   return record_;
 }
 
+void NodeAgent::set_watt_limit(double configured) {
+  std::lock_guard lock(mu_);
+  configured_limit_ = configured;
+  record_.watt_limit = effective_watt_limit(configured_limit_, enforced_limit_);
+}
+
 void NodeAgent::on_state(const StateChange& change) {
   std::lock_guard lock(mu_);
   record_.ready = change.state == cluster::EngineState::kReady;
@@ -144,7 +165,13 @@ void NodeAgent::on_state(const StateChange& change) {
 
 void NodeAgent::scrape_loop() {
   for (;;) {
-    if (supervisor_->state() == cluster::EngineState::kReady) {
+    if (options_.power) {
+      const PowerFigures p = options_.power();
+      std::lock_guard lock(mu_);
+      enforced_limit_ = p.enforced_limit_watts;
+      apply_power(record_, configured_limit_, p);
+    }
+    if (metrics_path_ && metrics_kind_ && supervisor_->state() == cluster::EngineState::kReady) {
       auto m = scrape_engine(options_.supervisor.host, options_.supervisor.port, *metrics_path_,
                              *metrics_kind_, options_.mapper, options_.scrape_timeout);
       std::lock_guard lock(mu_);

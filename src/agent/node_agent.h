@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -20,6 +21,22 @@
 
 namespace cgn::agent {
 
+// What the node's power reader says (agent/agent_app.cpp fills it from a power::Reader); every
+// figure absent while unknown.
+struct PowerFigures {
+  std::optional<double> watts;          // the node's draw over its configured sources
+  std::optional<double> energy_joules;  // cumulative, from counter deltas
+  std::optional<double> enforced_limit_watts;
+};
+using PowerProbe = std::function<PowerFigures()>;
+
+// The watt_limit the record carries: the configured one ([agent] watt_limit, 0 = none) or the
+// enforced one the hardware reports, whichever is lower; 0 when neither is known.
+double effective_watt_limit(double configured, std::optional<double> enforced);
+
+// Power figures applied to a record (watts, energy and the effective watt_limit).
+void apply_power(cluster::NodeRecord& record, double configured_limit, const PowerFigures& p);
+
 struct NodeAgentOptions {
   cluster::NodeRecord
       base;  // identity fields: node_id, address, models, engine, role, gpu, watt_limit, version
@@ -29,6 +46,7 @@ struct NodeAgentOptions {
   std::chrono::milliseconds scrape_interval{2000};
   std::chrono::milliseconds scrape_timeout{2000};
   routing::MapperOptions mapper;  // model defaults to the served name
+  PowerProbe power;               // read every scrape interval; unset: no power figures
 };
 
 // The routing metrics of one scrape applied to a record: load, pool size, free blocks and the
@@ -57,6 +75,8 @@ class NodeAgent {
   void start();
   void stop();
   cluster::NodeRecord record() const;
+  // A new configured watt_limit ([agent] watt_limit on reload); the record reflects it at once.
+  void set_watt_limit(double configured);
   const Supervisor& supervisor() const { return *supervisor_; }
   const LaunchCommand& command() const { return command_; }
 
@@ -73,9 +93,11 @@ class NodeAgent {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;            // guarded by mu_
-  cluster::NodeRecord record_;       // guarded by mu_
-  cluster::KvEpochTracker tracker_;  // guarded by mu_
+  bool stopping_ = false;                 // guarded by mu_
+  cluster::NodeRecord record_;            // guarded by mu_
+  cluster::KvEpochTracker tracker_;       // guarded by mu_
+  double configured_limit_ = 0;           // guarded by mu_
+  std::optional<double> enforced_limit_;  // guarded by mu_
   std::thread scraper_;
 };
 

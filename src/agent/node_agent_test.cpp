@@ -65,3 +65,30 @@ TEST(ApplyScrape, sglang_pool_is_unknown_without_max_total_num_tokens_and_in_pag
 
 }  // namespace
 }  // namespace cgn::agent
+
+namespace cgn::agent {
+namespace {
+
+TEST(WattLimit, the_lower_of_configured_and_enforced_and_none_is_zero) {
+  EXPECT_EQ(effective_watt_limit(0, std::nullopt), 0.0);
+  EXPECT_EQ(effective_watt_limit(500, std::nullopt), 500.0);
+  EXPECT_EQ(effective_watt_limit(0, 700.0), 700.0);
+  EXPECT_EQ(effective_watt_limit(900, 700.0), 700.0);
+  EXPECT_EQ(effective_watt_limit(250, 700.0), 250.0);
+  EXPECT_EQ(effective_watt_limit(250, 0.0), 250.0);  // an enforced 0 is no reading
+}
+
+TEST(WattLimit, power_figures_replace_the_records_and_unknown_stays_absent) {
+  cluster::NodeRecord r;
+  apply_power(r, 400, PowerFigures{310.5, 1234.5, 700.0});
+  EXPECT_EQ(r.power_watts, 310.5);
+  EXPECT_EQ(r.energy_joules, 1234.5);
+  EXPECT_EQ(r.watt_limit, 400.0);
+  apply_power(r, 400, PowerFigures{});
+  EXPECT_FALSE(r.power_watts.has_value());
+  EXPECT_FALSE(r.energy_joules.has_value());
+  EXPECT_EQ(r.watt_limit, 400.0);
+}
+
+}  // namespace
+}  // namespace cgn::agent

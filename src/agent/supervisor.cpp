@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "agent/loopback_get.h"
-#include "agent/subprocess.h"
+#include "core/subprocess.h"
 #include "core/log.h"
 
 extern char** environ;

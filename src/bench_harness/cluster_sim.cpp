@@ -96,6 +96,7 @@ class PolicyRun {
         clock_, arrival_, cursor_, [this] { return cursor_ == w_.requests.size() && outstanding_ == 0; },
         [this](uint32_t ei) { handle_events(ei); }, [this](size_t k, Nanos at) { arrive(k, at); });
     summarise_run(samples_, fleet_.busy(), res_);
+    summarise_energy(fleet_, c_.node_model, samples_, res_);
     return std::move(res_);
   }
 

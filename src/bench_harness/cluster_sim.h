@@ -113,7 +113,12 @@ struct PolicyResult {
   uint64_t loaded_ssd_tokens = 0;  // of cached_tokens: loaded from the SSD tier
   uint64_t guarded_out = 0;        // decisions where the load guard removed at least one node
   std::vector<uint64_t> per_node_requests;
-  Diagnosis diagnosis;  // filled when ClusterConfig::diagnose
+  // Modelled energy (the node model's power figures, not a measurement): all engines over the
+  // makespan, idle time included.
+  double energy_j = 0;
+  double j_per_token = 0;    // per output token
+  double j_per_request = 0;  // per completed request
+  Diagnosis diagnosis;       // filled when ClusterConfig::diagnose
 };
 
 // Runs one policy over the workload at the level; deterministic.

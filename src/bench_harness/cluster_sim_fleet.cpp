@@ -117,6 +117,17 @@ void RunSamples::add_completion(Nanos arrival, Nanos first_token, Nanos done, ui
   output_tokens += tokens;
 }
 
+void summarise_energy(SimFleet& fleet, const sim::NodeModel& m, const RunSamples& s, PolicyResult& res) {
+  double joules = 0;
+  for (uint32_t i = 0; i < fleet.size(); ++i) {
+    const sim::EngineStats& st = fleet.engine(i).stats();
+    joules += m.energy_joules(s.last_done, st.prefill_ns, st.decode_ns);
+  }
+  res.energy_j = joules;
+  res.j_per_token = s.output_tokens > 0 ? joules / static_cast<double>(s.output_tokens) : 0;
+  res.j_per_request = res.completed > 0 ? joules / static_cast<double>(res.completed) : 0;
+}
+
 void summarise_run(RunSamples& s, const std::vector<Nanos>& busy, PolicyResult& res) {
   std::sort(s.ttft.begin(), s.ttft.end());
   std::sort(s.itl.begin(), s.itl.end());

@@ -114,4 +114,8 @@ struct RunSamples {
 // res.prompt_tokens / res.cached_tokens) and busy statistics (mean, max, imbalance, utilisation).
 void summarise_run(RunSamples& s, const std::vector<Nanos>& busy, PolicyResult& res);
 
+// Fills res's modelled energy: every engine's NodeModel::energy_joules over the makespan with its
+// prefill / decode step time (docs/sim.md "Power model"), and per output token and per request.
+void summarise_energy(SimFleet& fleet, const sim::NodeModel& m, const RunSamples& s, PolicyResult& res);
+
 }  // namespace cgn::bench

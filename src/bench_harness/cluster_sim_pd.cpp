@@ -33,7 +33,8 @@ struct Flight {
   uint32_t prefill_cached = 0;     // the prefill node's prefix-cache hits
   uint32_t prefill_ram = 0;        // of prefill_cached: loaded from the prefill node's tiers
   uint32_t prefill_ssd = 0;
-  Nanos handoff = -1;  // when the prefill leg answered
+  Nanos handoff = -1;       // when the prefill leg answered
+  bool handed_off = false;  // the decode leg carries the prefill's params
 };
 
 }  // namespace
@@ -142,6 +143,7 @@ class PdRun {
     req.stream = true;
     req.ignore_eos = true;
     req.want_text = false;
+    f.handed_off = params.has_value();
     req.kv_transfer = std::move(params);
     f.decode = true;
     if (dispatch(k, rr, req, now) == Sent::kRefused) {
@@ -266,17 +268,22 @@ class PdRun {
       decode_ttft_.push_back(seconds(f.first_token - f.handoff));
     }
     res_.prompt_tokens += comp.usage.prompt_tokens;
-    // The hit rate is the prefill pool's: prompt tokens the prefill node did not compute,
-    // counted when its blocks reached the decode node (a failed pull wasted them).
-    res_.cached_tokens += comp.transferred_tokens > 0 ? f.prefill_cached : 0;
-    res_.loaded_ram_tokens += comp.transferred_tokens > 0 ? f.prefill_ram : 0;
-    res_.loaded_ssd_tokens += comp.transferred_tokens > 0 ? f.prefill_ssd : 0;
+    // Prompt tokens nobody computed for this request. Handed off (the pull did not fail): the
+    // prefill node computed all but its own hits; the decode node's HBM and tier hits only spared
+    // part of the transfer. Otherwise the decode leg computed the prompt less its own HBM and
+    // tier hits (a failed pull wasted the prefill's work).
+    const bool handed_off = f.handed_off && !comp.kv_pull_failed;
+    out_.decode_loaded_tokens += handed_off ? comp.usage.loaded_ram_tokens + comp.usage.loaded_ssd_tokens : 0;
+    res_.cached_tokens += handed_off ? f.prefill_cached : comp.usage.cached_tokens;
+    res_.loaded_ram_tokens += handed_off ? f.prefill_ram : comp.usage.loaded_ram_tokens;
+    res_.loaded_ssd_tokens += handed_off ? f.prefill_ssd : comp.usage.loaded_ssd_tokens;
     samples_.last_done = std::max(samples_.last_done, ev.time);
     flights_.erase(k);
   }
 
   void summarise() {
     summarise_run(samples_, fleet_.busy(), res_);
+    summarise_energy(fleet_, c_.node_model, samples_, res_);
     std::sort(prefill_leg_.begin(), prefill_leg_.end());
     std::sort(decode_ttft_.begin(), decode_ttft_.end());
     out_.prefill_leg_p50_s = percentile(prefill_leg_, 50);
@@ -430,7 +437,7 @@ std::string render_pd_markdown(const PdReport& r) {
       md += row(s.r.policy, s.r,
                 fmt::format(
                     "TTFT = prefill leg p50 {:.2f} / p90 {:.2f} s + handoff to first token p50 {:.3f} / p90 "
-                    "{:.3f} s; prefill hit rate {:.1f}%, busy P {:.2f} (max {:.2f}) / D {:.2f}; pulls {} ok "
+                    "{:.3f} s; hit rate {:.1f}%, busy P {:.2f} (max {:.2f}) / D {:.2f}; pulls {} ok "
                     "{} failed, {} "
                     "recompute, {} fallback (no prefill node); "
                     "{:.0f} tokens/pull",

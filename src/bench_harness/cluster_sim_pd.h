@@ -32,6 +32,7 @@ struct PdResult {
   uint64_t recomputes = 0;             // prefill answered without params: decode recomputed
   uint64_t fallbacks = 0;              // no prefill node eligible: served aggregated on a decode node
   uint64_t transferred_tokens = 0;     // tokens moved by pulls
+  uint64_t decode_loaded_tokens = 0;   // handed-off decode legs: loaded from their own node's tiers
   double prefill_utilisation = 0;      // busy / makespan, mean over the prefill pool
   double decode_utilisation = 0;       // over the decode pool
   double prefill_max_utilisation = 0;  // the busiest prefill node's busy / makespan

@@ -104,5 +104,22 @@ TEST(PdSim, ASplitThatLeavesAPoolEmptyFailsEveryRequest) {
   EXPECT_EQ(pd.r.errors, w.requests.size());
 }
 
+// disagg-cgn: a decode node whose HBM evicted a tenant's prefix into its own tier loads it from
+// there on the next decode leg and pulls only the rest from the prefill node.
+TEST(PdSim, DecodeLegsLoadWhatTheirOwnTiersHoldAndPullLess) {
+  const Workload w = small();
+  ClusterConfig c = four_nodes();
+  c.node_model.num_gpu_blocks = 600;  // a few requests' worth: the decode nodes evict
+  const LoadLevel l = load_level(w, c, 0.5);
+  const PdResult plain = run_pd(w, l, 2, c);
+  c.tiers = TierConfig{20000, 0};
+  const PdResult tiered = run_pd(w, l, 2, c);
+  ASSERT_EQ(plain.r.completed, w.requests.size());
+  ASSERT_EQ(tiered.r.completed, w.requests.size());
+  EXPECT_EQ(plain.decode_loaded_tokens, 0u);
+  EXPECT_GT(tiered.decode_loaded_tokens, 0u);
+  EXPECT_LT(tiered.transferred_tokens, plain.transferred_tokens);
+}
+
 }  // namespace
 }  // namespace cgn::bench

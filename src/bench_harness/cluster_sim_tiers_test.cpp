@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <optional>
 
 #include "sim/engine.h"
 #include "sim/metrics_render.h"
@@ -140,6 +141,55 @@ TEST(OffloadTier, SsdCostsMoreThanRam) {
   const sim::NodeModel m = tiny_model();
   EXPECT_EQ(cs.timing.ttft(), m.idle_ttft(64, 48) + m.tier_load_time(16, 32));
   EXPECT_LT(cs.timing.ttft(), m.idle_ttft(64, 0));  // still cheaper than recomputing
+}
+
+// A decode leg (the prefill node's kv_transfer_params) on a node whose tier holds the prompt's
+// head loads that head from its tier and pulls only the rest from the prefill node.
+TEST(OffloadTier, DecodeLegLoadsItsTiersRunAndPullsOnlyTheRest) {
+  Fixture f(TierConfig{64, 0});
+  run_one(*f.engine, prompt(1, 64), f.now);
+  run_one(*f.engine, prompt(1000, 100), f.now);  // A leaves HBM for the tier
+  sim::Request r;
+  r.prompt = prompt(1, 64);
+  r.max_tokens = 2;
+  r.ignore_eos = true;
+  r.kv_transfer = sim::KvTransferParams{};
+  r.kv_transfer->do_remote_prefill = true;
+  r.kv_transfer->remote_block_ids = std::vector<int64_t>{1, 2, 3, 4};
+  r.kv_transfer->remote_engine_id = "sim-node-0";
+  r.kv_transfer->remote_request_id = "req-1";
+  r.kv_transfer->remote_host = "127.0.0.1";
+  r.kv_transfer->remote_port = 5600;
+  auto h = f.engine->add_request(std::move(r), f.now);
+  ASSERT_TRUE(h.ok());
+  std::optional<sim::Completion> done;
+  std::optional<sim::KvPull> pull;
+  std::vector<sim::Event> evs;
+  for (int guard = 0; guard < 1000 && !done; ++guard) {
+    const Nanos t = f.engine->next_event_time();
+    if (t == sim::kNever) {
+      break;
+    }
+    f.now = std::max(f.now, t);
+    f.engine->advance_to(f.now);
+    evs.clear();
+    f.engine->take_events(evs);
+    for (auto& ev : evs) {
+      if (ev.kind == sim::EventKind::kKvPull) {
+        pull = *ev.pull;
+        f.engine->complete_kv_pull(ev.handle, sim::ClaimStatus::kOk, f.now);
+      } else if (ev.kind == sim::EventKind::kFinished && ev.handle == *h) {
+        done = *ev.completion;
+      }
+    }
+  }
+  ASSERT_TRUE(pull.has_value()) << "the decode leg must still pull the prompt's tail";
+  ASSERT_TRUE(done.has_value()) << "the decode leg did not finish";
+  EXPECT_EQ(pull->tokens, 16u);  // 3 blocks from the tier, the fourth from the prefill node
+  EXPECT_EQ(done->usage.loaded_ram_tokens, 48u);
+  EXPECT_EQ(done->transferred_tokens, 15u);  // the prompt's last token is always computed
+  EXPECT_EQ(done->usage.cached_tokens, 63u);
+  EXPECT_FALSE(done->kv_pull_failed);
 }
 
 TEST(OffloadTier, LeaseKeepsTheRun) {

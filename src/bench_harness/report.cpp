@@ -111,6 +111,28 @@ const PolicyResult* find_policy(const WorkloadReport& r, std::string_view policy
 
 namespace {
 
+// One load level's modelled energy per policy, against round_robin where it ran.
+void render_energy(std::string& s, const LevelReport& lr) {
+  const sim::NodeModel m = sim::default_node_model();
+  s += fmt::format(
+      "Energy, **modelled** (the simulator's power model, docs/sim.md: per GPU {:.0f} W idle, {:.0f} W "
+      "prefilling, {:.0f} W decoding; all nodes over the makespan; not a measurement):\n\n",
+      m.idle_watts, m.prefill_watts, m.decode_watts);
+  const PolicyResult* rr = nullptr;
+  for (const auto& p : lr.policies) {
+    rr = p.policy == "round_robin" ? &p : rr;
+  }
+  s += "| policy | J/token | J/request | energy kJ | J/token vs round_robin |\n|---|---:|---:|---:|---:|\n";
+  for (const auto& p : lr.policies) {
+    const std::string vs = rr != nullptr && rr->j_per_token > 0
+                               ? fmt::format("{:+.1f}%", 100.0 * (p.j_per_token / rr->j_per_token - 1.0))
+                               : "-";
+    s += fmt::format("| {} | {:.3f} | {:.1f} | {:.1f} | {} |\n", p.policy, p.j_per_token, p.j_per_request,
+                     p.energy_j / 1e3, vs);
+  }
+  s += "\n";
+}
+
 // One load level's table.
 void render_level(std::string& s, const WorkloadReport& r, size_t li) {
   const LevelReport& lr = r.levels[li];
@@ -247,6 +269,7 @@ std::string render_markdown(const WorkloadReport& r) {
       100 * r.ideal_hit_rate, r.floor_ttft_p50_s, r.floor_ttft_p90_s);
   for (size_t li = 0; li < r.levels.size(); ++li) {
     render_level(s, r, li);
+    render_energy(s, r.levels[li]);
     render_diagnosis(s, r.levels[li]);
   }
   render_throughput(s, r);
@@ -332,6 +355,9 @@ nlohmann::json to_json(const WorkloadReport& r) {
                     {"imbalance", p.imbalance},
                     {"utilisation", p.utilisation},
                     {"guarded_decisions", p.guarded_out},
+                    {"energy_j_modelled", p.energy_j},
+                    {"j_per_token_modelled", p.j_per_token},
+                    {"j_per_request_modelled", p.j_per_request},
                     {"per_node_requests", p.per_node_requests}});
       if (p.diagnosis.requests > 0) {
         const Diagnosis& d = p.diagnosis;

@@ -115,6 +115,9 @@ void to_proto(const NodeRecord& r, pb::NodeRecord* out) {
   if (r.power_watts) {
     out->set_power_watts(*r.power_watts);
   }
+  if (r.energy_joules) {
+    out->set_energy_joules(*r.energy_joules);
+  }
   out->set_watt_limit(r.watt_limit);
   out->set_cordon(r.cordon);
   out->set_version(r.version);
@@ -205,6 +208,12 @@ Result<NodeRecord, RecordError> from_proto(const pb::NodeRecord& in, const Recor
       return st.error();
     }
     r.power_watts = in.power_watts();
+  }
+  if (in.has_energy_joules()) {
+    if (auto st = check_number("energy_joules", in.energy_joules()); !st) {
+      return st.error();
+    }
+    r.energy_joules = in.energy_joules();
   }
   if (auto st = check_number("watt_limit", in.watt_limit()); !st) {
     return st.error();

@@ -47,6 +47,7 @@ TEST(AgentGrpcRecord, unknown_values_are_unset_fields_not_zeros) {
   EXPECT_FALSE(p.has_queue_depth());
   EXPECT_FALSE(p.has_running());
   EXPECT_FALSE(p.has_power_watts());
+  EXPECT_FALSE(p.has_energy_joules());
   EXPECT_EQ(p.role(), pb::NODE_ROLE_BOTH);
   auto full = proto_of(full_record());
   EXPECT_TRUE(full.has_free_blocks());
@@ -104,6 +105,9 @@ TEST(AgentGrpcRecord, malformed_records_are_errors_naming_the_field) {
   p = proto_of(full_record());
   p.set_power_watts(std::numeric_limits<double>::infinity());
   expect_rejected(p, "power_watts");
+  p = proto_of(full_record());
+  p.set_energy_joules(-5);
+  expect_rejected(p, "energy_joules");
   p = proto_of(full_record());
   p.set_version(std::string(513, 'v'));
   expect_rejected(p, "version");

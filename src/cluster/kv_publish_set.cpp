@@ -95,8 +95,10 @@ void PublishedSet::touch(std::span<const Digest> chain) {
       if (e.tier != routing::Tier::kEngine) {
         e.tier = routing::Tier::kEngine;  // the engine holds it again: its key's value changes
         e.published = false;
+        engine_.splice(engine_.begin(), tiers_, found->second);
+      } else {
+        engine_.splice(engine_.begin(), engine_, found->second);
       }
-      lru_.splice(lru_.begin(), lru_, found->second);
       continue;
     }
     // Evicted but not yet deleted from etcd: the key is still there (with this value when it
@@ -106,52 +108,52 @@ void PublishedSet::touch(std::span<const Digest> chain) {
       still_in_etcd = pending->second == routing::Tier::kEngine;
       pending_deletes_.erase(pending);
     }
-    lru_.push_front(Entry{d, still_in_etcd, routing::Tier::kEngine});
-    map_.emplace(d, lru_.begin());
+    engine_.push_front(Entry{d, still_in_etcd, routing::Tier::kEngine});
+    map_.emplace(d, engine_.begin());
   }
-  while (map_.size() > capacity_) {
-    evict_back();
-  }
+  enforce_bounds();
 }
 
 size_t PublishedSet::set_residency(std::span<const std::pair<Digest, routing::Tier>> resident,
                                    std::span<const Digest> gone) {
   size_t changed = 0;
   for (const Digest& d : gone) {
+    residency_.erase(d);
     auto found = map_.find(d);
     if (found == map_.end() || found->second->tier == routing::Tier::kEngine) {
       continue;  // an engine-held prefix stays published as the engine's
     }
-    if (found->second->published && !clear_all_) {
-      pending_deletes_[d] = found->second->tier;
-    }
-    lru_.erase(found->second);
-    map_.erase(found);
+    evict(found->second);
     ++changed;
   }
   for (const auto& [d, tier] : resident) {
-    if (auto found = map_.find(d); found != map_.end()) {
-      Entry& e = *found->second;
-      if (e.tier != routing::Tier::kEngine && e.tier != tier) {
-        e.tier = tier;
-        e.published = false;
-        ++changed;
-      }
-      continue;
-    }
-    if (map_.size() >= capacity_) {
-      continue;  // the cap holds; what the engine holds is never displaced by a tier
-    }
-    auto pending = pending_deletes_.find(d);
-    const bool still_in_etcd = pending != pending_deletes_.end() && pending->second == tier;
-    if (pending != pending_deletes_.end()) {
-      pending_deletes_.erase(pending);
-    }
-    lru_.push_back(Entry{d, still_in_etcd, tier});  // oldest: evicted before engine prefixes
-    map_.emplace(d, std::prev(lru_.end()));
-    ++changed;
+    residency_[d] = tier;
+    changed += add_tier_entry(d, tier) ? 1 : 0;
   }
   return changed;
+}
+
+bool PublishedSet::add_tier_entry(const Digest& d, routing::Tier tier) {
+  if (auto found = map_.find(d); found != map_.end()) {
+    Entry& e = *found->second;
+    if (e.tier == routing::Tier::kEngine || e.tier == tier) {
+      return false;
+    }
+    e.tier = tier;
+    e.published = false;
+    return true;
+  }
+  if (map_.size() >= cap_) {
+    return false;  // the key cap holds; what the engine holds is never displaced by a tier
+  }
+  auto pending = pending_deletes_.find(d);
+  const bool still_in_etcd = pending != pending_deletes_.end() && pending->second == tier;
+  if (pending != pending_deletes_.end()) {
+    pending_deletes_.erase(pending);
+  }
+  tiers_.push_front(Entry{d, still_in_etcd, tier});
+  map_.emplace(d, tiers_.begin());
+  return true;
 }
 
 std::optional<routing::Tier> PublishedSet::tier_of(const Digest& d) const {
@@ -163,47 +165,72 @@ std::optional<routing::Tier> PublishedSet::tier_of(const Digest& d) const {
 }
 
 void PublishedSet::set_capacity(size_t capacity) {
-  capacity_ = capacity;
-  while (map_.size() > capacity_) {
-    evict_back();
-  }
+  capacity_ = std::min(capacity, cap_);
+  enforce_bounds();
 }
 
 size_t PublishedSet::prune_oldest(size_t n) {
   size_t done = 0;
-  while (done < n && !lru_.empty()) {
-    evict_back();
+  while (done < n && !engine_.empty()) {
+    leave_engine(std::prev(engine_.end()));
     ++done;
   }
   return done;
 }
 
 void PublishedSet::clear() {
-  lru_.clear();
+  engine_.clear();
+  tiers_.clear();
   map_.clear();
   pending_deletes_.clear();
   clear_all_ = true;
+  // What kvcached holds does not depend on the engine's epoch: published again under the new one.
+  for (const auto& [d, tier] : residency_) {
+    add_tier_entry(d, tier);
+  }
 }
 
-void PublishedSet::evict_back() {
-  const Entry& e = lru_.back();
-  if (e.published && !clear_all_) {
-    pending_deletes_[e.digest] = e.tier;
+void PublishedSet::evict(std::list<Entry>::iterator it) {
+  if (it->published && !clear_all_) {
+    pending_deletes_[it->digest] = it->tier;
   }
-  map_.erase(e.digest);
-  lru_.pop_back();
+  map_.erase(it->digest);
+  (it->tier == routing::Tier::kEngine ? engine_ : tiers_).erase(it);
+}
+
+void PublishedSet::leave_engine(std::list<Entry>::iterator it) {
+  auto res = residency_.find(it->digest);
+  if (res == residency_.end()) {
+    evict(it);
+    return;
+  }
+  it->tier = res->second;  // kvcached holds it: published at its tier from now on
+  it->published = false;
+  tiers_.splice(tiers_.begin(), engine_, it);
+}
+
+void PublishedSet::enforce_bounds() {
+  while (engine_.size() > capacity_) {
+    leave_engine(std::prev(engine_.end()));
+  }
+  while (map_.size() > cap_ && !tiers_.empty()) {
+    evict(std::prev(tiers_.end()));
+  }
 }
 
 PrefixChanges PublishedSet::take_changes() {
   PrefixChanges c;
   c.clear_all = clear_all_;
   clear_all_ = false;
-  // Every unpublished entry goes into exactly one flush (oldest-used first).
-  for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
-    if (!it->published) {
-      c.puts.push_back(it->digest);
-      c.put_tiers.push_back(it->tier);
-      it->published = true;
+  // Every unpublished entry goes into exactly one flush (oldest first: tiers, then the engine's
+  // least recently used).
+  for (auto* list : {&tiers_, &engine_}) {
+    for (auto it = list->rbegin(); it != list->rend(); ++it) {
+      if (!it->published) {
+        c.puts.push_back(it->digest);
+        c.put_tiers.push_back(it->tier);
+        it->published = true;
+      }
     }
   }
   c.deletes.reserve(pending_deletes_.size());
@@ -237,8 +264,10 @@ void PublishedSet::restore_changes(const PrefixChanges& failed) {
 }
 
 void PublishedSet::mark_unpublished() {
-  for (Entry& e : lru_) {
-    e.published = false;
+  for (auto* list : {&engine_, &tiers_}) {
+    for (Entry& e : *list) {
+      e.published = false;
+    }
   }
   pending_deletes_.clear();
   clear_all_ = false;
@@ -246,9 +275,11 @@ void PublishedSet::mark_unpublished() {
 
 std::vector<Digest> PublishedSet::entries() const {
   std::vector<Digest> out;
-  out.reserve(lru_.size());
-  for (const Entry& e : lru_) {
-    out.push_back(e.digest);
+  out.reserve(map_.size());
+  for (const auto* list : {&engine_, &tiers_}) {
+    for (const Entry& e : *list) {
+      out.push_back(e.digest);
+    }
   }
   return out;
 }

@@ -91,27 +91,34 @@ struct PrefixChanges {
 
 class PublishedSet {
  public:
-  explicit PublishedSet(size_t capacity = kMaxPublishedPrefixes) : capacity_(capacity) {}
+  // `cap`: the key cap, every entry (engine and tiers) counted; the engine's bound starts at it.
+  explicit PublishedSet(size_t cap = kMaxPublishedPrefixes) : cap_(cap), capacity_(cap) {}
 
-  // Marks a prefix chain (digest 0 .. n-1 of one request) as used now. Deeper digests are
-  // treated as older than shallower ones (inserted from the tail), so eviction takes the tails of
-  // chains first and keeps the shared roots, as the engines' own LRUs do. Evicts past capacity.
+  // Marks a prefix chain (digest 0 .. n-1 of one request) as used now (the engine holds it).
+  // Deeper digests are treated as older than shallower ones (inserted from the tail), so
+  // eviction takes the tails of chains first and keeps the shared roots, as the engines' own
+  // LRUs do. Past capacity() the oldest engine entries leave the engine (see set_residency);
+  // past the key cap the oldest tier entries go.
   void touch(std::span<const Digest> chain);
   // The node's cgn-kvcached answered (docs/agent.md "Tiered KV"): `resident` digests are held
-  // in that tier, `gone` ones no longer. A digest the engine holds (touched, not withdrawn)
-  // stays the engine's; a new tier digest enters as the oldest entry and only while the set is
-  // below capacity (tiers never displace engine prefixes); a tier change re-puts the key.
-  // Returns the entries added, changed or removed.
+  // in that tier, `gone` ones no longer; the set remembers the answer. A digest the engine holds
+  // (touched, not withdrawn) stays the engine's; one that leaves the engine (capacity, pruning)
+  // while kvcached holds it stays published at its tier. Tier entries do not count against
+  // capacity() (the engine's pool), only against the key cap, which they never take from
+  // engine entries (a new tier digest enters only below it; the oldest tier entries make room
+  // for the engine's). A tier change re-puts the key. Returns the entries added, changed or
+  // removed.
   size_t set_residency(std::span<const std::pair<Digest, routing::Tier>> resident,
                        std::span<const Digest> gone);
   // Where the set says the node holds `d` (nullopt: not in the set).
   std::optional<routing::Tier> tier_of(const Digest& d) const;
-  // Shrinks (evicting oldest first) or grows the bound.
+  // Shrinks (the oldest leave the engine first) or grows the engine's bound, at most the key cap.
   void set_capacity(size_t capacity);
   size_t capacity() const { return capacity_; }
-  // Evicts the n oldest; returns how many were evicted.
+  // The n oldest engine entries leave the engine (the engine evicted them); returns how many.
   size_t prune_oldest(size_t n);
-  // kv_epoch changed: forget everything; the next flush deletes the node's whole KV prefix.
+  // kv_epoch changed: forget what the engine held; the next flush deletes the node's whole KV
+  // prefix and puts what kvcached holds again.
   void clear();
 
   // The changes since the last take_changes() (or since mark_unpublished()); afterwards every
@@ -124,9 +131,9 @@ class PublishedSet {
   // unpublished and pending deletes are dropped; the caller diffs etcd's keys itself.
   void mark_unpublished();
 
-  size_t size() const { return map_.size(); }
+  size_t size() const { return map_.size(); }  // engine and tier entries
   bool contains(const Digest& d) const { return map_.contains(d); }
-  // Entries, most recently used first.
+  // Entries: the engine's, most recently used first, then the tiers', newest first.
   std::vector<Digest> entries() const;
   size_t pending_deletes() const { return pending_deletes_.size(); }
   bool clear_pending() const { return clear_all_; }
@@ -137,11 +144,19 @@ class PublishedSet {
     bool published = false;
     routing::Tier tier = routing::Tier::kEngine;
   };
-  void evict_back();
+  using List = std::list<Entry>;
+  void evict(List::iterator it);
+  void leave_engine(List::iterator it);  // it: an engine entry
+  bool add_tier_entry(const Digest& d, routing::Tier tier);
+  void enforce_bounds();
 
-  size_t capacity_;
-  std::list<Entry> lru_;  // front: most recently used
-  std::unordered_map<Digest, std::list<Entry>::iterator, DigestHash> map_;
+  size_t cap_;       // every entry
+  size_t capacity_;  // engine entries
+  List engine_;      // the engine's entries, front: most recently used
+  List tiers_;       // kvcached's entries, front: newest
+  std::unordered_map<Digest, List::iterator, DigestHash> map_;
+  // The last residency answer (set_residency), engine entries' included.
+  std::unordered_map<Digest, routing::Tier, DigestHash> residency_;
   // Evicted while published, with the tier their key's value names.
   std::unordered_map<Digest, routing::Tier, DigestHash> pending_deletes_;
   bool clear_all_ = false;

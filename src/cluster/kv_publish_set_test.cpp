@@ -238,5 +238,57 @@ TEST(PublishedSetResidency, TiersFillSpareRoomOnlyAndEngineEntriesKeepTheirTier)
   EXPECT_TRUE(s.tier_of(dg(1)).has_value());
 }
 
+// The engine's pool bounds the engine's entries only: a node whose HBM is full (the usual state)
+// still publishes what its kvcached holds, up to the key cap.
+TEST(PublishedSetResidency, TiersHaveRoomUpToTheKeyCapWhenTheEnginesPoolIsFull) {
+  PublishedSet s(5);
+  s.set_capacity(3);  // the engine's pool: three digests
+  s.touch(std::vector<Digest>{dg(1), dg(2)});
+  const std::vector<std::pair<Digest, routing::Tier>> resident = {
+      {dg(3), routing::Tier::kRam}, {dg(4), routing::Tier::kRam}, {dg(5), routing::Tier::kSsd}};
+  EXPECT_EQ(s.set_residency(resident, {}), 3u);
+  EXPECT_EQ(s.size(), 5u);
+  EXPECT_EQ(s.tier_of(dg(5)), routing::Tier::kSsd);
+  // At the key cap a new engine digest takes the oldest tier entry's key, never an engine one's.
+  s.touch(std::vector<Digest>{dg(6)});
+  EXPECT_EQ(s.size(), 5u);
+  EXPECT_FALSE(s.tier_of(dg(3)).has_value());
+  EXPECT_EQ(s.tier_of(dg(6)), routing::Tier::kEngine);
+}
+
+// kvcached may report a digest while the engine still holds it (the answer is ignored then); when
+// the engine lets it go (its pool's bound, a KV-event withdrawal) it is published at its tier,
+// not deleted, though no later answer repeats it.
+TEST(PublishedSetResidency, ADigestTheEngineLetsGoStaysPublishedAtTheTierKvcachedReported) {
+  PublishedSet s(10);
+  s.touch(std::vector<Digest>{dg(1), dg(2)});
+  EXPECT_EQ(s.set_residency(std::vector<std::pair<Digest, routing::Tier>>{{dg(2), routing::Tier::kRam}}, {}),
+            0u);
+  (void)s.take_changes();
+  EXPECT_EQ(s.prune_oldest(1), 1u);  // the engine evicted one digest's blocks: dg(2), the chain's tail
+  EXPECT_EQ(s.tier_of(dg(2)), routing::Tier::kRam);
+  auto c = s.take_changes();
+  ASSERT_EQ(c.puts.size(), 1u);
+  EXPECT_EQ(c.puts[0], dg(2));
+  EXPECT_EQ(c.put_tiers[0], routing::Tier::kRam);
+  EXPECT_TRUE(c.deletes.empty());
+  // The same through the pool's bound: dg(1) leaves the engine for dg(7); unknown to kvcached, deleted.
+  s.set_capacity(1);
+  s.touch(std::vector<Digest>{dg(7)});
+  EXPECT_FALSE(s.contains(dg(1)));
+  EXPECT_EQ(s.tier_of(dg(2)), routing::Tier::kRam);
+  c = s.take_changes();
+  EXPECT_EQ(c.deletes, std::vector<Digest>{dg(1)});
+  // A new epoch forgets the engine's entries but publishes kvcached's again.
+  s.clear();
+  EXPECT_EQ(s.entries(), std::vector<Digest>{dg(2)});
+  c = s.take_changes();
+  EXPECT_TRUE(c.clear_all);
+  EXPECT_EQ(c.puts, std::vector<Digest>{dg(2)});
+  // Once kvcached no longer holds it, it goes.
+  EXPECT_EQ(s.set_residency({}, std::vector<Digest>{dg(2)}), 1u);
+  EXPECT_EQ(s.size(), 0u);
+}
+
 }  // namespace
 }  // namespace cgn::cluster

@@ -69,6 +69,9 @@ std::string to_json(const NodeRecord& r) {
   if (r.power_watts) {
     j["power_watts"] = *r.power_watts;
   }
+  if (r.energy_joules) {
+    j["energy_joules"] = *r.energy_joules;
+  }
   j["watt_limit"] = r.watt_limit;
   j["cordon"] = r.cordon;
   j["version"] = r.version;
@@ -264,6 +267,7 @@ Result<NodeRecord, RecordError> parse_node_record(std::string_view text, const R
   in.optional_number("running", r.running);
   in.unsigned_int("kv_epoch", r.kv_epoch, true);
   in.optional_number("power_watts", r.power_watts);
+  in.optional_number("energy_joules", r.energy_joules);
   in.number("watt_limit", r.watt_limit);
   in.boolean("cordon", r.cordon);
   in.string("version", r.version);
@@ -297,7 +301,9 @@ routing::NodeUpdate to_node_update(const NodeRecord& r) {
                                 static_cast<double>(r.total_blocks);
   }
   u.kv_epoch = r.kv_epoch;
-  u.power_watts = r.power_watts;
+  // NaN is "no reading" to the core (node_state.h): it clears what an earlier record said.
+  u.power_watts = r.power_watts.value_or(std::numeric_limits<double>::quiet_NaN());
+  u.energy_joules = r.energy_joules.value_or(std::numeric_limits<double>::quiet_NaN());
   u.watt_limit_watts = r.watt_limit;
   if (r.gpu) {
     u.gpu = r.gpu->to_routing();

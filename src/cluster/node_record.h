@@ -41,8 +41,9 @@ struct NodeRecord {
   std::optional<double> queue_depth;
   std::optional<double> running;
   uint64_t kv_epoch = 0;
-  std::optional<double> power_watts;
-  double watt_limit = 0;  // soft limit; 0 = none
+  std::optional<double> power_watts;    // W, the node's power reader; absent = unknown (never 0)
+  std::optional<double> energy_joules;  // J, cumulative from the reader's energy counters; absent = unknown
+  double watt_limit = 0;                // soft limit; 0 = none
   bool cordon = false;
   std::string version;  // the agent's version
   // Start time of this agent incarnation (Unix ms): a restarted agent supersedes the old record.
@@ -78,7 +79,7 @@ struct RecordLimits {
 
 // Compact JSON; absent optionals are absent keys. Keys: schema_version, node_id, address, models, engine,
 // role, ready, gpu_name, gpu_vendor, vram_total_mb, gpu_count, total_blocks, free_blocks, block_size,
-// queue_depth, running, kv_epoch, power_watts, watt_limit, cordon, version, generation.
+// queue_depth, running, kv_epoch, power_watts, energy_joules, watt_limit, cordon, version, generation.
 std::string to_json(const NodeRecord& record);
 
 // Required: node_id, address, engine, role, kv_epoch, generation. Unknown keys are ignored (a
@@ -87,7 +88,8 @@ std::string to_json(const NodeRecord& record);
 // kVersion.
 Result<NodeRecord, RecordError> parse_node_record(std::string_view json, const RecordLimits& limits = {});
 
-// What the router's core takes from a record.
+// What the router's core takes from a record. A record is a whole snapshot: power or energy absent
+// from it clears the core's earlier reading (the node lost its power source: unknown, not stale).
 routing::NodeUpdate to_node_update(const NodeRecord& record);
 
 // --- kv_epoch -------------------------------------------------------------------------------

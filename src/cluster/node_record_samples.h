@@ -22,6 +22,7 @@ inline NodeRecord full_record() {
   r.running = 12;
   r.kv_epoch = 1790000000123;
   r.power_watts = 627.4;
+  r.energy_joules = 8123456.789;
   r.watt_limit = 650;
   r.cordon = true;
   r.version = "0.1.0";

@@ -25,7 +25,7 @@ TEST(NodeRecord, round_trips_through_json) {
 TEST(NodeRecord, unknown_gpu_and_load_are_absent_keys_not_zeros) {
   auto j = nlohmann::json::parse(to_json(minimal_record()));
   for (const char* key : {"gpu_name", "gpu_vendor", "vram_total_mb", "gpu_count", "free_blocks",
-                          "queue_depth", "running", "power_watts"}) {
+                          "queue_depth", "running", "power_watts", "energy_joules"}) {
     EXPECT_FALSE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["total_blocks"], 0);
@@ -62,6 +62,8 @@ TEST(NodeRecord, rejects_wrong_types_missing_keys_and_limits_naming_the_key) {
       {with("role", "mixed"), RecordError::kShape, "role"},
       {with("cordon", 1), RecordError::kShape, "cordon"},
       {with("power_watts", -3.0), RecordError::kShape, "power_watts"},
+      {with("energy_joules", -1.0), RecordError::kShape, "energy_joules"},
+      {with("energy_joules", "12"), RecordError::kShape, "energy_joules"},
       {with("gpu_count", 1ull << 40), RecordError::kShape, "gpu_count"},
       {with("node_id", std::string(600, 'x')), RecordError::kShape, "node_id"},
       {with("node_id", ""), RecordError::kShape, "node_id"},
@@ -107,7 +109,9 @@ TEST(NodeRecordSchema, a_record_from_an_agent_without_schema_version_still_parse
   ASSERT_EQ(text.find("schema_version"), std::string::npos);
   auto r = parse_node_record(text);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(*r, full_record());
+  auto expected = full_record();
+  expected.energy_joules.reset();  // that agent had no energy_joules key: unknown
+  EXPECT_EQ(*r, expected);
 }
 
 TEST(NodeRecordSchema, writes_its_major_version_and_reads_an_extra_key_at_that_version) {
@@ -155,6 +159,20 @@ TEST(NodeRecord, becomes_a_routing_update) {
   EXPECT_FALSE(m.kv_used_ratio.has_value());
   EXPECT_FALSE(m.block_size_tokens.has_value());
   EXPECT_EQ(m.health, routing::Health::kUnhealthy);
+}
+
+TEST(NodeRecord, a_record_without_power_clears_the_cores_reading) {
+  routing::NodeState s;
+  ASSERT_TRUE(routing::apply_update(s, to_node_update(full_record()), routing::UpdateSource::kEtcd, 1));
+  EXPECT_EQ(s.power_watts, 627.4);
+  EXPECT_EQ(s.energy_joules, 8123456.789);
+  EXPECT_EQ(s.watt_limit_watts, full_record().watt_limit);
+  auto lost = full_record();
+  lost.power_watts.reset();
+  lost.energy_joules.reset();
+  (void)routing::apply_update(s, to_node_update(lost), routing::UpdateSource::kEtcd, 2);
+  EXPECT_FALSE(s.power_watts.has_value());
+  EXPECT_FALSE(s.energy_joules.has_value());
 }
 
 PoolSample sample(uint64_t starts, uint64_t total, std::optional<uint64_t> free_blocks,

@@ -189,6 +189,15 @@ SectionPtr<MetricsConfig> metrics_section() {
   return freeze(std::move(s));
 }
 
+SectionPtr<AdminConfig> admin_section() {
+  Section<AdminConfig> s("router.admin");
+  s.add(secret_env(&AdminConfig::key, "key_env",
+                   "name of an environment variable holding the admin bearer key (16-512 printable bytes) "
+                   "that `/admin/v1/` (`cgn-ctl routes explain`) requires; separate from the API keys, which "
+                   "do not open it; unset: the admin endpoints answer 403"));
+  return freeze(std::move(s));
+}
+
 SectionPtr<TimeoutsConfig> timeouts_section() {
   using T = TimeoutsConfig;
   constexpr Range<uint32_t> kPositive{1, 86'400'000};
@@ -432,6 +441,227 @@ SectionPtr<DisaggregationConfig> disaggregation_section() {
   return freeze(std::move(s));
 }
 
+// Rules of [router.carbon] that span keys: what each provider needs.
+void check_carbon(TableReader& r, CarbonConfig& c) {
+  const auto need = [&](bool ok, std::string_view key, std::string_view why) {
+    if (!ok) {
+      r.fail(key, ConfigError::missing_key,
+             fmt::format("is required with provider = \"{}\" ({})", c.provider, why));
+    }
+  };
+  if (c.provider == "electricitymaps") {
+    need(!c.zone.empty(), "zone", "the Electricity Maps zone, e.g. \"DE\"");
+    need(!c.token.env_name().empty(), "token_env", "the variable holding the auth-token");
+  } else if (c.provider == "watttime") {
+    need(!c.zone.empty(), "zone", "the WattTime region, e.g. \"CAISO_NORTH\"");
+    need(!c.username.empty(), "username", "the WattTime login");
+    need(!c.password.env_name().empty(), "password_env", "the variable holding the password");
+  }
+  if (!c.url.empty() && c.url.rfind("http://", 0) != 0 && c.url.rfind("https://", 0) != 0) {
+    r.fail("url", ConfigError::bad_value,
+           fmt::format("expected an http:// or https:// URL, got \"{}\"", c.url));
+  }
+}
+
+// WattTime signal types: rates only. A percentile (the signal index) cannot be compared with a
+// threshold in gCO2/kWh.
+void check_signal_type(TableReader& r, CarbonConfig& c) {
+  if (c.signal_type == "co2_moer" || c.signal_type == "co2_aoer") {
+    return;
+  }
+  const bool percentile =
+      c.signal_type == "signal_index" || c.signal_type == "percent" || c.signal_type == "co2_moer_index";
+  r.fail("signal_type", ConfigError::bad_value,
+         percentile
+             ? fmt::format("\"{}\" is a 0-100 percentile, not a rate; the threshold is in gCO2/kWh, so use "
+                           "\"co2_moer\" or \"co2_aoer\"",
+                           c.signal_type)
+             : fmt::format("expected \"co2_moer\" or \"co2_aoer\" (an emissions rate), got \"{}\"",
+                           c.signal_type));
+  c.signal_type = CarbonConfig{}.signal_type;
+}
+
+SectionPtr<GrpcConfig> grpc_section() {
+  using G = GrpcConfig;
+  Section<G> s("router.grpc");
+  s.add(checked(&G::listen, "listen", Form::host_port,
+                "the gRPC API's listener (`cognitora.v1.Router/Generate` and `grpc.health.v1`, "
+                "docs/grpc-api.md); empty: none"));
+  s.add(value(
+      &G::tls_cert, "tls_cert",
+      "PEM certificate for the gRPC listener; give both `tls_cert` and `tls_key` or neither (plaintext)"));
+  s.add(value(&G::tls_key, "tls_key", "PEM private key"));
+  s.add(value(&G::tls_client_ca, "tls_client_ca",
+              "PEM CA; set, every gRPC client must present a certificate it verifies (mutual TLS); needs "
+              "`tls_cert`"));
+  s.check([](TableReader& r, G& c) {
+    if (c.tls_cert.empty() != c.tls_key.empty()) {
+      const bool cert = !c.tls_cert.empty();
+      r.fail(cert ? "tls_cert" : "tls_key", ConfigError::missing_key,
+             fmt::format("is set but '{}' is not; give both or neither",
+                         r.key_path(cert ? "tls_key" : "tls_cert")));
+    } else if (!c.tls_client_ca.empty() && c.tls_cert.empty()) {
+      r.fail("tls_client_ca", ConfigError::missing_key,
+             fmt::format("needs '{}' and '{}': mutual TLS is TLS first", r.key_path("tls_cert"),
+                         r.key_path("tls_key")));
+    }
+  });
+  return freeze(std::move(s));
+}
+
+SectionPtr<CarbonConfig> carbon_section() {
+  using C = CarbonConfig;
+  Section<C> s("router.carbon");
+  s.add(one_of(&C::provider, "provider", kCarbonProviders,
+               "grid-intensity source; `off`: no carbon gate (every request passes)"));
+  s.add(value(&C::zone, "zone", "Electricity Maps zone (`DE`) or WattTime region (`CAISO_NORTH`)"));
+  s.add(value(&C::url, "url",
+              "provider base URL; empty: `https://api.electricitymap.org` or "
+              "`https://api.watttime.org`"));
+  s.add(value(&C::threshold_gco2_per_kwh, "threshold_gco2_per_kwh",
+              "`X-CGN-Priority: low` requests get 429 while the reading is strictly above this; at or "
+              "below it they pass",
+              Range<double>{0.0, 1e5}));
+  s.add(value(&C::static_gco2_per_kwh, "static_gco2_per_kwh", "`provider = \"static\"`: the reading",
+              Range<double>{0.0, 1e5}));
+  s.add(secret_env(&C::token, "token_env", "Electricity Maps: variable holding the `auth-token`"));
+  s.add(value(&C::username, "username", "WattTime: login name"));
+  s.add(secret_env(&C::password, "password_env", "WattTime: variable holding the password"));
+  s.add(value(&C::signal_type, "signal_type",
+              "WattTime signal: `co2_moer` or `co2_aoer` (lbs/MWh, converted to gCO2/kWh); a percentile "
+              "signal is refused")
+            .then(check_signal_type));
+  s.add(value(&C::poll_interval_ms, "poll_interval_ms",
+              "time between polls; a reading older than 3 intervals is stale and the gate fails open",
+              Range<uint32_t>{100, 86'400'000}));
+  s.add(value(&C::timeout_ms, "timeout_ms", "connect + answer, per provider request",
+              Range<uint32_t>{100, 600'000}));
+  s.add(value(&C::max_backoff_ms, "max_backoff_ms",
+              "after failures the next poll waits interval x 2^(failures-1), at most this (and at least a "
+              "429's `Retry-After`)",
+              Range<uint32_t>{100, 86'400'000}));
+  s.check(check_carbon);
+  return freeze(std::move(s));
+}
+
+SectionPtr<CascadeStepConfig> cascade_step_section() {
+  using C = CascadeStepConfig;
+  Section<C> s("router.cascade.aliases.\"<alias>\".steps");
+  Field<C> model = value(&C::model, "model", "the model this step runs on (a model some node serves)")
+                       .shown_default("**required**");
+  model.get = [](TableReader& t, C& c) {
+    if (!t.require("model", c.model)) {
+      return false;
+    }
+    if (c.model.empty()) {
+      t.fail("model", ConfigError::bad_value, "must not be empty");
+      return false;
+    }
+    return true;
+  };
+  s.add(std::move(model));
+  s.add(one_of(&C::statistic, "statistic", kCascadeStatistics,
+               "gated steps: the confidence of an answer, `mean` or `min` of its token logprobs")
+            .shown_default("`mean`"));
+  s.add(optional(&C::threshold, "threshold",
+                 "gated steps (**required** there): the answer is accepted when its statistic is at least "
+                 "this logprob (e.g. `-0.5` = a mean token probability of about 0.61)",
+                 Range<double>{-100.0, 0.0}));
+  s.add(optional(&C::first_tokens, "first_tokens",
+                 "gated steps: the statistic over the answer's first N tokens; 0: over the whole answer",
+                 Range<uint32_t>{0, 1'000'000}));
+  return freeze(std::move(s));
+}
+
+// Rules of one alias that span its steps: at least two, distinct models, every step but the
+// last gated (a threshold), the last one not.
+void check_cascade_alias(TableReader& r, const CascadeAliasConfig& a) {
+  if (a.steps.size() < 2) {
+    r.fail("steps", a.steps.empty() ? ConfigError::missing_key : ConfigError::bad_value,
+           "needs at least two steps (cheap -> expensive); the last one serves what the others escalate");
+    return;
+  }
+  std::set<std::string> models;
+  for (size_t i = 0; i < a.steps.size(); ++i) {
+    const CascadeStepConfig& st = a.steps[i];
+    const bool last = i + 1 == a.steps.size();
+    if (!models.insert(st.model).second) {
+      r.fail("steps", ConfigError::bad_value,
+             fmt::format("steps[{}]: model \"{}\" appears twice; each step runs a different model", i,
+                         st.model));
+    }
+    if (!last && !st.threshold) {
+      r.fail("steps", ConfigError::missing_key,
+             fmt::format("steps[{}]: 'threshold' is required on a gated step (every step but the last)", i));
+    }
+    if (last && (st.threshold || !st.statistic.empty() || st.first_tokens)) {
+      r.fail(
+          "steps", ConfigError::bad_value,
+          fmt::format("steps[{}] is the last step, which is never gated: remove 'threshold', 'statistic' and "
+                      "'first_tokens' there",
+                      i));
+    }
+  }
+}
+
+SectionPtr<CascadeConfig> cascade_section() {
+  using C = CascadeConfig;
+  Section<C> s("router.cascade");
+  auto steps = cascade_step_section();
+  Section<CascadeAliasConfig> alias("router.cascade.aliases.\"<alias>\"");
+  alias.add(
+      value(&CascadeAliasConfig::deadline_reserve_ms, "deadline_reserve_ms",
+            "with `X-CGN-Deadline-Ms`: the part of the budget gated steps leave to the last step (beyond "
+            "its estimated time to first token); a gated step is skipped when no more is left and cut "
+            "off when it would use it",
+            Range<uint32_t>{0, 86'400'000}));
+  Field<CascadeAliasConfig> step_field = custom<CascadeAliasConfig>(
+      "steps", "array of tables", "", "",
+      [steps](TableReader& r, CascadeAliasConfig& a) {
+        return r.tables("steps", [&](TableReader& t, size_t) {
+          CascadeStepConfig one;
+          steps->read(t, one);
+          a.steps.push_back(std::move(one));
+        });
+      },
+      [steps](const CascadeAliasConfig& a, toml::table& t) {
+        toml::array all;
+        for (const auto& st : a.steps) {
+          all.push_back(steps->write(st));
+        }
+        if (!all.empty()) {
+          t.insert("steps", std::move(all));
+        }
+      });
+  step_field.children = [steps](std::vector<DocTable>& out) { steps->document(out); };
+  alias.add(std::move(step_field));
+  alias.check(check_cascade_alias);
+  auto aliases = freeze(std::move(alias));
+  Field<C> f = custom<C>(
+      "aliases", "table", "", "",
+      [aliases](TableReader& r, C& c) {
+        return r.table("aliases", [&](TableReader& m) {
+          m.named_tables([&](const std::string& name, TableReader& t) {
+            CascadeAliasConfig one;
+            aliases->read(t, one);
+            c.aliases[name] = std::move(one);
+          });
+        });
+      },
+      [aliases](const C& c, toml::table& t) {
+        toml::table all;
+        for (const auto& [name, a] : c.aliases) {
+          all.insert(name, aliases->write(a));
+        }
+        if (!all.empty()) {
+          t.insert("aliases", std::move(all));
+        }
+      });
+  f.children = [aliases](std::vector<DocTable>& out) { aliases->document(out); };
+  s.add(std::move(f));
+  return freeze(std::move(s));
+}
+
 SectionPtr<RouterConfig> router_section() {
   using R = RouterConfig;
   Section<R> s("router");
@@ -456,10 +686,14 @@ SectionPtr<RouterConfig> router_section() {
   });
   s.add(table(&R::limits, "limits", limits_section()));
   s.add(table(&R::metrics, "metrics", metrics_section()));
+  s.add(table(&R::admin, "admin", admin_section()));
   s.add(table(&R::timeouts, "timeouts", timeouts_section()));
   s.add(table(&R::routing, "routing", routing_section()));
   s.add(table(&R::admission, "admission", admission_section()));
   s.add(table(&R::disaggregation, "disaggregation", disaggregation_section()));
+  s.add(table(&R::carbon, "carbon", carbon_section()));
+  s.add(table(&R::grpc, "grpc", grpc_section()));
+  s.add(table(&R::cascade, "cascade", cascade_section()));
   s.add(nodes_field());
   return freeze(std::move(s));
 }
@@ -806,6 +1040,111 @@ SectionPtr<KvcachedConfig> kvcached_section() {
   return freeze(std::move(s));
 }
 
+SectionPtr<PowerSourceConfig> power_source_section() {
+  using P = PowerSourceConfig;
+  Section<P> s("power.sources");
+  s.add(value(&P::name, "name", "the source's name: the `source` label of its samples; unique")
+            .shown_default("the kind"));
+  Field<P> kind = one_of(&P::kind, "kind", kPowerSourceKinds, "what the source reads (docs/power.md)")
+                      .shown_default("**required**");
+  kind.get = [](TableReader& t, P& p) {
+    return t.has("kind") ? t.get_one_of("kind", p.kind, kPowerSourceKinds) : t.require("kind", p.kind);
+  };
+  s.add(std::move(kind));
+  s.add(checked(
+      &P::url, "url", Form::url,
+      "`dcgm_exporter`: the exporter's `/metrics` URL; `redfish`: the BMC's base URL; required there"));
+  s.add(checked(&P::target, "target", Form::host_port,
+                "`cgn_power`: `HOST:PORT` of a running cgn-power's `[power] listen`, reached with this "
+                "file's `[tls]` when set; required there"));
+  s.add(
+      value(&P::path, "path",
+            "`rapl`: the powercap root (`/sys/class/powercap`); `nvml`: the library (`libnvidia-ml.so.1`); "
+            "`rocm_smi`: the library (`librocm_smi64.so`); `ipmi`: the ipmitool binary (`ipmitool`); empty: "
+            "the default in parentheses"));
+  s.add(value(&P::device, "device",
+              "`static`: the device label (default `node`); `redfish`: the chassis id "
+              "(default `1`)"));
+  s.add(
+      value(&P::watts, "watts", "`static`: the configured draw in W; required there", Range<double>{0, 1e6}));
+  s.add(one_of(&P::redfish_schema, "redfish_schema", kRedfishSchemas,
+               "`redfish`: `power` reads the legacy `Chassis/<id>/Power`, `environment` reads "
+               "`Chassis/<id>/EnvironmentMetrics`"));
+  s.add(
+      one_of(&P::auth, "auth", kRedfishAuths,
+             "`redfish`: `basic` sends the credentials on every request, `session` logs in once per BMC and "
+             "sends `X-Auth-Token`"));
+  s.add(value(&P::ca_file, "ca_file",
+              "`redfish` with an `https://` url: a PEM CA bundle the BMC's certificate must chain to (BMCs "
+              "often carry a certificate from a site CA); empty: the system CAs"));
+  s.add(value(&P::username, "username", "`redfish`: the BMC user; with `password_env`"));
+  s.add(secret_env(&P::password, "password_env", "`redfish`: the variable holding that user's password"));
+  s.add(value(&P::timeout_ms, "timeout_ms", "one reading (an HTTP exchange, an ipmitool run)",
+              Range<uint32_t>{10, 600000}));
+  s.check([](TableReader& r, P& p) {
+    if ((p.kind == "dcgm_exporter" || p.kind == "redfish") && p.url.empty()) {
+      r.fail("url", ConfigError::bad_value, fmt::format("is required for kind = \"{}\"", p.kind));
+    }
+    if (p.kind == "cgn_power" && p.target.empty()) {
+      r.fail("target", ConfigError::bad_value, "is required for kind = \"cgn_power\"");
+    }
+    if (p.kind == "static" && !r.has("watts")) {
+      r.fail("kind", ConfigError::bad_value, "static needs `watts`");
+    }
+    if (p.username.empty() != p.password.env_name().empty()) {
+      r.fail(p.username.empty() ? "password_env" : "username", ConfigError::bad_value,
+             "needs the other of `username` and `password_env`; give both or neither");
+    }
+  });
+  return freeze(std::move(s));
+}
+
+Field<PowerConfig> power_sources_field() {
+  auto sources = power_source_section();
+  Field<PowerConfig> f = custom<PowerConfig>(
+      "sources", "array of tables", "", "",
+      [sources](TableReader& r, PowerConfig& c) {
+        std::set<std::string> names;
+        return r.tables("sources", [&](TableReader& t, size_t) {
+          PowerSourceConfig p;
+          sources->read(t, p);
+          if (p.name.empty()) {
+            p.name = p.kind;
+          }
+          if (!p.name.empty() && !names.insert(p.name).second) {
+            t.fail(t.has("name") ? "name" : "kind", ConfigError::bad_value,
+                   fmt::format("duplicates source name \"{}\"; give each source a unique name", p.name));
+          }
+          c.sources.push_back(std::move(p));
+        });
+      },
+      [sources](const PowerConfig& c, toml::table& t) {
+        toml::array all;
+        for (const auto& p : c.sources) {
+          all.push_back(sources->write(p));
+        }
+        if (!all.empty()) {
+          t.insert("sources", std::move(all));
+        }
+      });
+  f.children = [sources](std::vector<DocTable>& out) { sources->document(out); };
+  return f;
+}
+
+SectionPtr<PowerConfig> power_section() {
+  using P = PowerConfig;
+  Section<P> s("power");
+  s.add(checked(&P::listen, "listen", Form::host_port,
+                "cgn-power's gRPC service `cognitora.v1.Power`, with `[tls]` when set; port 0: any free port "
+                "(`cgn-power --port-file` writes it)"));
+  s.add(checked(&P::metrics_listen, "metrics_listen", Form::host_port,
+                "HTTP `/metrics` (`cgn_power_*`); port 0: any free port"));
+  s.add(value(&P::poll_interval_ms, "poll_interval_ms", "how often every source is read",
+              Range<uint32_t>{10, 3'600'000}));
+  s.add(power_sources_field());
+  return freeze(std::move(s));
+}
+
 // The top-level state_backend is the value of [router] and [agent] state_backend; one of them
 // set to something else is an error naming both places.
 void apply_state_backend(TableReader& root, const std::string& top, std::string_view section,
@@ -834,6 +1173,7 @@ SectionPtr<CognitoraConfig> root_section() {
   s.add(table(&C::agent, "agent", agent_section()));
   s.add(table(&C::engine, "engine", engine_section()));
   s.add(table(&C::kvcached, "kvcached", kvcached_section()));
+  s.add(table(&C::power, "power", power_section()));
   s.check([](TableReader& root, C& c) {
     if (!c.state_backend.empty()) {
       apply_state_backend(root, c.state_backend, "router", c.router.state_backend);

@@ -46,6 +46,12 @@ struct MetricsConfig {
   bool operator==(const MetricsConfig&) const = default;
 };
 
+// [router.admin]: the operator's endpoints (/admin/v1/..., cgn-ctl).
+struct AdminConfig {
+  Secret key;  // from the variable named by key_env; none: the admin endpoints answer 403
+  bool operator==(const AdminConfig&) const = default;
+};
+
 // [router.timeouts], milliseconds.
 struct TimeoutsConfig {
   uint32_t connect_ms = 2000;          // TCP connect to a node
@@ -128,6 +134,60 @@ struct DisaggregationConfig {
   bool operator==(const DisaggregationConfig&) const = default;
 };
 
+// [router.grpc]: the gRPC API (docs/grpc-api.md), a listener of its own beside HTTP.
+struct GrpcConfig {
+  std::string listen;         // HOST:PORT; empty: no gRPC listener
+  std::string tls_cert;       // PEM; both or neither with tls_key
+  std::string tls_key;        // PEM
+  std::string tls_client_ca;  // PEM; set: clients must present a certificate it verifies (needs tls_cert)
+  bool operator==(const GrpcConfig&) const = default;
+};
+
+// [router.carbon]: carbon-aware admission (docs/carbon.md). While the grid's intensity is over
+// the threshold, requests marked X-CGN-Priority: low get 429; off by default.
+struct CarbonConfig {
+  std::string provider = "off";          // kCarbonProviders (router/carbon/registry.h registers them)
+  std::string zone;                      // Electricity Maps zone or WattTime region
+  std::string url;                       // the provider's base URL; empty: its public API
+  double threshold_gco2_per_kwh = 400;   // low priority is deferred while the reading is above
+  double static_gco2_per_kwh = 0;        // provider = "static": the reading
+  Secret token;                          // Electricity Maps auth-token (token_env)
+  std::string username;                  // WattTime login
+  Secret password;                       // WattTime password (password_env)
+  std::string signal_type = "co2_moer";  // WattTime signal; a rate, never a percentile
+  uint32_t poll_interval_ms = 900000;
+  uint32_t timeout_ms = 10000;
+  uint32_t max_backoff_ms = 3600000;
+  bool operator==(const CarbonConfig&) const = default;
+};
+
+// [[router.cascade.aliases."<alias>".steps]]: one step of a cascade (docs/cascade.md). Every step
+// but the last is gated: its buffered answer is accepted when the confidence statistic over its
+// token logprobs is at least `threshold`; the last step is never gated and sets none of the three.
+struct CascadeStepConfig {
+  std::string model;                     // required: a model some node serves
+  std::string statistic;                 // kCascadeStatistics; empty: "mean"
+  std::optional<double> threshold;       // required on a gated step, a logprob (<= 0)
+  std::optional<uint32_t> first_tokens;  // the statistic over the first N tokens; unset or 0: all
+  bool operator==(const CascadeStepConfig&) const = default;
+};
+
+// [router.cascade.aliases."<alias>"]: a model name clients send, served by a cascade of steps.
+struct CascadeAliasConfig {
+  std::vector<CascadeStepConfig> steps;  // cheap -> expensive; at least two
+  // Of an X-CGN-Deadline-Ms budget, what gated steps leave for the last step (beyond its
+  // estimated time to first token): a gated step is skipped when no more is left, and cut off
+  // (escalated as failed) when it would use it.
+  uint32_t deadline_reserve_ms = 250;
+  bool operator==(const CascadeAliasConfig&) const = default;
+};
+
+// [router.cascade]
+struct CascadeConfig {
+  std::map<std::string, CascadeAliasConfig> aliases;
+  bool operator==(const CascadeConfig&) const = default;
+};
+
 // [[router.nodes]]: static nodes (state_backend = "static", or extra bare endpoints).
 struct NodeConfig {
   std::string url;                  // required, http:// or https://
@@ -150,10 +210,14 @@ struct RouterConfig {
   std::string tls_key;
   LimitsConfig limits;
   MetricsConfig metrics;
+  AdminConfig admin;
   TimeoutsConfig timeouts;
   RoutingConfig routing;
   AdmissionConfig admission;
   DisaggregationConfig disaggregation;
+  CarbonConfig carbon;
+  GrpcConfig grpc;
+  CascadeConfig cascade;
   std::vector<NodeConfig> nodes;
 
   // API keys from the environment, split at commas and trimmed (empty when none).
@@ -297,6 +361,33 @@ struct KvcachedConfig {
   bool operator==(const KvcachedConfig&) const = default;
 };
 
+// [[power.sources]]: one power / energy source (docs/power.md). Which keys apply depends on kind.
+struct PowerSourceConfig {
+  std::string name;    // unique; the `source` label; empty: the kind
+  std::string kind;    // see kPowerSourceKinds
+  std::string url;     // dcgm_exporter: its /metrics URL; redfish: the BMC's base URL
+  std::string target;  // cgn_power: HOST:PORT of a cgn-power daemon's [power] listen
+  std::string path;    // rapl: powercap root; nvml, rocm_smi: the library; ipmi: ipmitool; "": default
+  std::string device;  // static: the device label; redfish: the chassis id
+  double watts = 0;    // static: the configured draw
+  std::string redfish_schema = "power";  // redfish: power (legacy Power) | environment (EnvironmentMetrics)
+  std::string auth = "basic";            // redfish: basic | session
+  std::string ca_file;                   // redfish: PEM CA bundle verifying the BMC; "": system CAs
+  std::string username;                  // redfish
+  Secret password;                       // redfish: from the variable named by password_env
+  uint32_t timeout_ms = 2000;            // one reading (HTTP exchange, ipmitool run)
+  bool operator==(const PowerSourceConfig&) const = default;
+};
+
+// [power]: cgn-power, the node's power and energy reader (docs/power.md).
+struct PowerConfig {
+  std::string listen = "127.0.0.1:9460";          // gRPC service Power; port 0: any free port
+  std::string metrics_listen = "127.0.0.1:9461";  // HTTP /metrics; port 0: any free port
+  uint32_t poll_interval_ms = 1000;
+  std::vector<PowerSourceConfig> sources;
+  bool operator==(const PowerConfig&) const = default;
+};
+
 struct CognitoraConfig {
   std::string source;  // file name (or source_name) it was loaded from
   // Top-level state_backend, empty when the file has none. When set it is the value of
@@ -310,6 +401,7 @@ struct CognitoraConfig {
   AgentConfig agent;
   EngineConfig engine;
   KvcachedConfig kvcached;
+  PowerConfig power;
   bool operator==(const CognitoraConfig&) const = default;
 };
 
@@ -323,7 +415,13 @@ inline constexpr std::string_view kAttachKinds[] = {"vllm", "sglang",    "trtllm
                                                     "mlx",  "cgn-infer", "sim"};
 inline constexpr std::string_view kKvOffloads[] = {"none", "nixl", "lmcache", "hicache", "kvbm", "cgn"};
 inline constexpr std::string_view kDirectIoModes[] = {"auto", "on", "off"};
+inline constexpr std::string_view kPowerSourceKinds[] = {"nvml",    "rocm_smi", "dcgm_exporter", "rapl",
+                                                         "redfish", "ipmi",     "static",        "cgn_power"};
+inline constexpr std::string_view kRedfishSchemas[] = {"power", "environment"};
+inline constexpr std::string_view kRedfishAuths[] = {"basic", "session"};
 inline constexpr std::string_view kPdTransferBackends[] = {"nixl", "mooncake"};
+inline constexpr std::string_view kCarbonProviders[] = {"off", "static", "electricitymaps", "watttime"};
+inline constexpr std::string_view kCascadeStatistics[] = {"mean", "min"};
 inline constexpr std::string_view kNodeRoles[] = {"prefill", "decode", "both"};
 // [[router.nodes]] engine: mlx and cgn-infer have no /metrics mapping (health and models only).
 inline constexpr std::string_view kNodeEngines[] = {"vllm",     "sglang", "trtllm",

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/config.h"
+#include "testing/config_env.h"
 
 namespace cgn::config {
 namespace {
@@ -11,13 +12,10 @@ namespace {
 using ::testing::HasSubstr;
 
 Result<CognitoraConfig, ConfigError> load(std::string_view text) {
-  return load_config_from_string(text, "cognitora.toml", [](std::string_view) { return std::nullopt; });
+  return cgn::testing::load_toml(text);
 }
-
 std::string error_of(std::string_view text) {
-  auto r = load(text);
-  EXPECT_FALSE(r.ok()) << "expected an error for:\n" << text;
-  return r.ok() ? std::string() : r.error().message;
+  return cgn::testing::load_error(text);
 }
 
 TEST(ConfigKvcached, DefaultsWithoutTheSection) {

@@ -550,7 +550,7 @@ Result<std::unique_ptr<BlockStore>, StoreError> BlockStore::open(const StoreConf
   if (cfg.max_lease < 0) {
     return config_error("max_lease must not be negative");
   }
-  auto arena = RamArena::create(cfg.ram_bytes, cfg.page_bytes);
+  auto arena = RamArena::create(cfg.ram_bytes, cfg.page_bytes, cfg.stop_requested);
   if (!arena) {
     return arena.error();
   }

@@ -12,6 +12,10 @@
 #include <string>
 #include <system_error>
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels answer EINVAL and pages are touched
+#endif
+
 namespace cgn::kvcache {
 
 PageAllocator::PageAllocator(uint32_t pages)
@@ -119,9 +123,33 @@ Error<StoreError> sys_error(const char* what) {
                     std::string("RAM arena: ") + what + ": " + std::system_category().message(errno));
 }
 
+// Allocates [off, off + len) of the memfd and maps it into `base`: fallocate (where the kernel
+// supports it for memfds; else pages come on first touch), then MADV_POPULATE_WRITE, or a write
+// to each page on kernels without it. false with errno set on failure.
+bool prefault_range(int fd, uint8_t* base, uint64_t off, uint64_t len, bool& fallocate_ok) {
+  if (fallocate_ok && ::fallocate(fd, 0, static_cast<off_t>(off), static_cast<off_t>(len)) != 0) {
+    if (errno != EOPNOTSUPP && errno != ENOSYS) {
+      return false;
+    }
+    fallocate_ok = false;
+  }
+  if (::madvise(base + off, len, MADV_POPULATE_WRITE) == 0) {
+    return true;
+  }
+  if (errno != EINVAL) {
+    return false;
+  }
+  volatile uint8_t* p = base + off;  // the pages are new and zero: writing zero keeps them so
+  for (uint64_t i = 0; i < len; i += 4096) {
+    p[i] = 0;
+  }
+  return true;
+}
+
 }  // namespace
 
-Result<std::unique_ptr<RamArena>, StoreError> RamArena::create(uint64_t bytes, uint32_t page_bytes) {
+Result<std::unique_ptr<RamArena>, StoreError> RamArena::create(uint64_t bytes, uint32_t page_bytes,
+                                                               const std::function<bool()>& stop_requested) {
   assert(page_bytes > 0 && bytes % page_bytes == 0 && bytes / page_bytes <= UINT32_MAX);
   const int fd = ::memfd_create("cgn-kvcache-arena", MFD_CLOEXEC);
   if (fd < 0) {
@@ -132,21 +160,34 @@ Result<std::unique_ptr<RamArena>, StoreError> RamArena::create(uint64_t bytes, u
     ::close(fd);
     return err;
   }
-  // Allocate the pages now so that a too-large arena fails at open, not at the first put (the
-  // kernel may not support it for memfds; then pages come on first touch).
-  if (::fallocate(fd, 0, 0, static_cast<off_t>(bytes)) != 0 && errno != EOPNOTSUPP && errno != ENOSYS) {
-    auto err = sys_error("fallocate");
-    ::close(fd);
-    return err;
-  }
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  if (base == MAP_FAILED) {
+  void* mapped = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mapped == MAP_FAILED) {
     auto err = sys_error("mmap");
     ::close(fd);
     return err;
   }
+  auto* base = static_cast<uint8_t*>(mapped);
+  // Allocate and map every page now, so that a too-large arena fails at open, not at the first
+  // put, and no copy into the arena takes a page fault; in chunks, between which a stop request
+  // (SIGTERM during a start that takes tens of seconds for a large arena) ends it.
+  bool fallocate_ok = true;
+  for (uint64_t off = 0; off < bytes; off += kPrefaultChunkBytes) {
+    if (stop_requested && stop_requested()) {
+      ::munmap(base, bytes);
+      ::close(fd);
+      return make_error(StoreError::kStopped, "RAM arena: stopped while allocating it (" +
+                                                  std::to_string(off) + " of " + std::to_string(bytes) +
+                                                  " bytes)");
+    }
+    if (!prefault_range(fd, base, off, std::min(kPrefaultChunkBytes, bytes - off), fallocate_ok)) {
+      auto err = sys_error("allocating its pages");
+      ::munmap(base, bytes);
+      ::close(fd);
+      return err;
+    }
+  }
   (void)::mlock(base, bytes);  // best effort: RLIMIT_MEMLOCK usually refuses large arenas
-  return std::unique_ptr<RamArena>(new RamArena(fd, static_cast<uint8_t*>(base), bytes, page_bytes));
+  return std::unique_ptr<RamArena>(new RamArena(fd, base, bytes, page_bytes));
 }
 
 RamArena::RamArena(int fd, uint8_t* base, uint64_t bytes, uint32_t page_bytes)

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -51,7 +52,11 @@ class RamArena {
  public:
   // A memfd of `bytes` (a multiple of page_bytes), its pages allocated and mapped MAP_SHARED
   // (locked in memory when the limits allow). kIo with errno's text when the kernel refuses.
-  static Result<std::unique_ptr<RamArena>, StoreError> create(uint64_t bytes, uint32_t page_bytes);
+  // The pages are allocated kPrefaultChunkBytes at a time; `stop_requested`, when given, is asked
+  // before each chunk, and true ends create with kStopped, everything released.
+  static Result<std::unique_ptr<RamArena>, StoreError> create(
+      uint64_t bytes, uint32_t page_bytes, const std::function<bool()>& stop_requested = {});
+  static constexpr uint64_t kPrefaultChunkBytes = 64ull << 20;
   ~RamArena();
   RamArena(const RamArena&) = delete;
   RamArena& operator=(const RamArena&) = delete;

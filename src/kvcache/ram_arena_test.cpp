@@ -4,6 +4,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -110,6 +113,44 @@ TEST(RamArena, IsASharedMemfdOfTheRequestedSize) {
   ASSERT_NE(other, MAP_FAILED);
   EXPECT_EQ(std::memcmp(static_cast<uint8_t*>(other) + ar.offset(3), "0123456789", 10), 0);
   ::munmap(other, kBytes);
+}
+
+// Descriptors and mappings of the arena's memfd ("memfd:cgn-kvcache-arena") in this process.
+int arena_handles() {
+  int n = 0;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    n += line.find("cgn-kvcache-arena") != std::string::npos ? 1 : 0;
+  }
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    n += std::filesystem::read_symlink(e.path(), ec).string().find("cgn-kvcache-arena") != std::string::npos;
+  }
+  return n;
+}
+
+TEST(RamArena, AllocatesEveryPageInChunksAndStopsBetweenThemWhenAsked) {
+  constexpr uint64_t kChunk = RamArena::kPrefaultChunkBytes;
+  const int before = arena_handles();
+  int asked = 0;
+  auto stopped = RamArena::create(8 * kChunk, 4096, [&asked] { return ++asked == 3; });
+  ASSERT_FALSE(stopped);
+  EXPECT_EQ(stopped.error().code, StoreError::kStopped);
+  EXPECT_EQ(asked, 3) << "asked once before each chunk, and not after it said stop";
+  EXPECT_NE(stopped.error().message.find(std::to_string(2 * kChunk) + " of " + std::to_string(8 * kChunk)),
+            std::string::npos)
+      << stopped.error().message;
+  EXPECT_EQ(arena_handles(), before) << "a stopped arena leaves no mapping or descriptor behind";
+
+  asked = 0;
+  auto whole = RamArena::create(2 * kChunk + 4096, 4096, [&asked] { return ++asked > 100; });
+  ASSERT_TRUE(whole) << whole.error().message;
+  EXPECT_EQ(asked, 3) << "two whole chunks and a partial one";
+  // Every page is resident once create returns: no copy into the arena takes a fault.
+  std::vector<unsigned char> resident((2 * kChunk + 4096) / 4096);
+  uint8_t* base = (*whole)->span(0, 1).data();
+  ASSERT_EQ(::mincore(base, 2 * kChunk + 4096, resident.data()), 0);
+  EXPECT_TRUE(std::all_of(resident.begin(), resident.end(), [](unsigned char r) { return (r & 1) != 0; }));
 }
 
 TEST(SlotIndex, MatchesAMapUnderRandomInsertsAndErases) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -50,6 +51,9 @@ struct StoreConfig {
   Nanos max_lease = 30 * kNanosPerSecond;  // a longer lease request is cut to this
   bool ssd_enabled = false;                // false: no SSD tier; a full RAM tier evicts LRU blocks
   SsdConfig ssd;
+  // Asked while the RAM arena's pages are allocated at open (RamArena::create); true: open stops
+  // with kStopped. The daemon passes "a shutdown signal is pending".
+  std::function<bool()> stop_requested;
 };
 
 // Counters and gauges, all monotonic counters unless noted. Read as one snapshot.

@@ -52,12 +52,17 @@ Result<std::unique_ptr<KvClient>, ClientError> KvClient::connect(const std::stri
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
   args.SetMaxSendMessageSize(static_cast<int>(kMaxMessageBytes));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
   std::unique_ptr<KvClient> c(new KvClient());
   c->channel_ = grpc::CreateCustomChannel(target, *creds, args);
   return c;
 }
 
 KvClient::~KvClient() = default;
+
+bool KvClient::connected() const {
+  return channel_->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY;
+}
 
 namespace {
 

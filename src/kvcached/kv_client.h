@@ -62,6 +62,12 @@ class KvClient {
   // Every call's deadline (default 30 s).
   void set_timeout_ms(uint32_t ms) { timeout_ms_ = ms; }
 
+  // Whether the channel is connected now; asks it to connect when it is idle. The daemon is
+  // local, so a channel that lost it retries at most kMaxReconnectBackoffMs apart: a restarted
+  // cgn-kvcached is in use again within about a second.
+  bool connected() const;
+  static constexpr int kMaxReconnectBackoffMs = 1000;
+
  private:
   KvClient() = default;
   std::shared_ptr<grpc::Channel> channel_;

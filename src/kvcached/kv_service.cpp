@@ -9,7 +9,8 @@
 
 #include "cognitora/v1/kvcached.grpc.pb.h"
 #include "core/log.h"
-#include "core/tls/grpc_tls.h"
+#include "core/tls/grpc_server.h"
+#include "core/tls/grpc_status.h"
 #include "kvcached/key_cache.h"
 #include "kvcached/kvcached_metrics.h"
 #include "kvcached/wire.h"
@@ -19,35 +20,6 @@ namespace cgn::kvcached {
 namespace pb = cognitora::v1;
 
 namespace {
-
-std::string_view code_name(grpc::StatusCode c) {
-  switch (c) {
-    case grpc::StatusCode::OK:
-      return "OK";
-    case grpc::StatusCode::CANCELLED:
-      return "CANCELLED";
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND:
-      return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS:
-      return "ALREADY_EXISTS";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED:
-      return "ABORTED";
-    case grpc::StatusCode::UNAVAILABLE:
-      return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS:
-      return "DATA_LOSS";
-    default:
-      return "INTERNAL";
-  }
-}
 
 grpc::Status store_status(const Error<kvcache::StoreError>& e) {
   using kvcache::StoreError;
@@ -154,7 +126,7 @@ class KvGrpcServer::Service final : public pb::KvCache::Service {
   static grpc::Status stopping() { return {grpc::StatusCode::UNAVAILABLE, "cgn-kvcached is stopping"}; }
 
   grpc::Status counted(std::string_view method, grpc::Status st) {
-    metrics_.grpc_request(method, code_name(st.error_code()));
+    metrics_.grpc_request(method, tls::grpc_status_name(st.error_code()));
     return st;
   }
 
@@ -274,28 +246,18 @@ class KvGrpcServer::Service final : public pb::KvCache::Service {
 Result<std::unique_ptr<KvGrpcServer>, ServiceError> KvGrpcServer::start(
     const std::string& listen, const config::TlsConfig& tls, kvcache::BlockStore& store,
     uint64_t max_block_bytes, KvcachedMetrics& metrics, const Clock& clock) {
-  auto creds = tls::server_credentials(tls);
-  if (!creds) {
-    return make_error(ServiceError::kListen, fmt::format("KvCache gRPC: {}", creds.error().message));
-  }
   std::unique_ptr<KvGrpcServer> s(new KvGrpcServer());
   s->service_ = std::make_unique<Service>(store, max_block_bytes, metrics, clock);
-  grpc::ServerBuilder b;
-  int port = 0;
-  b.AddListeningPort(listen, *creds, &port);
-  b.RegisterService(s->service_.get());
-  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a port in use is an error, not shared
-  b.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
-  b.SetMaxSendMessageSize(static_cast<int>(kMaxMessageBytes));
-  s->server_ = b.BuildAndStart();
-  if (!s->server_ || port <= 0 || port > 65535) {
-    if (s->server_) {
-      s->server_->Shutdown();
-      s->server_->Wait();
-    }
-    return make_error(ServiceError::kListen, fmt::format("KvCache gRPC: cannot listen on {}", listen));
+  auto started = tls::start_grpc_server("KvCache gRPC", listen, tls, [&s](grpc::ServerBuilder& b) {
+    b.RegisterService(s->service_.get());
+    b.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
+    b.SetMaxSendMessageSize(static_cast<int>(kMaxMessageBytes));
+  });
+  if (!started) {
+    return make_error(ServiceError::kListen, started.error().message);
   }
-  s->port_ = static_cast<uint16_t>(port);
+  s->server_ = std::move(started->server);
+  s->port_ = started->port;
   return s;
 }
 

@@ -2,8 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "core/atomic_file.h"
-#include "core/host_port.h"
+#include "core/daemon/daemon.h"
 #include "core/http/server.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -16,11 +15,11 @@ namespace cgn::kvcached {
 
 namespace {
 
-Error<int> failure(const std::string& message) {
-  return cli_exit(2, "cgn-kvcached: " + message + "\n");
-}
+constexpr std::string_view kName = "cgn-kvcached";
 
-constexpr Nanos kShutdownGrace = 5 * kNanosPerSecond;
+Error<int> failure(std::string_view message) {
+  return daemon::failure(kName, message);
+}
 
 }  // namespace
 
@@ -31,7 +30,7 @@ KvcachedApp::~KvcachedApp() {
 }
 
 Nanos KvcachedApp::shutdown_deadline() const {
-  return clock_.now() + kShutdownGrace;
+  return clock_.now() + daemon::kShutdownGrace;
 }
 
 uint16_t KvcachedApp::grpc_port() const {
@@ -42,13 +41,21 @@ uint16_t KvcachedApp::metrics_port() const {
   return http_ ? http_->port() : 0;
 }
 
-CliResult<Ok> KvcachedApp::start() {
+CliResult<Ok> KvcachedApp::start(std::function<bool()> stop_requested) {
   started_ = true;
   const auto& cfg = setup_.config;
   if (auto st = log::configure(cfg.log.level, setup_.log_level, cfg.log.file); !st) {
     return failure(st.error().message);
   }
-  auto store = kvcache::BlockStore::open(store_config(cfg.kvcached), clock_);
+  kvcache::StoreConfig store_cfg = store_config(cfg.kvcached);
+  store_cfg.stop_requested = std::move(stop_requested);
+  CGN_LOG_INFO(log::get("kvcached"), "allocating the RAM arena",
+               log::kv("ram_bytes", cfg.kvcached.ram_bytes));
+  auto store = kvcache::BlockStore::open(store_cfg, clock_);
+  if (!store && store.error().code == kvcache::StoreError::kStopped) {
+    CGN_LOG_INFO(log::get("kvcached"), "stopped before serving", log::kv("why", store.error().message));
+    return cli_exit(0, "");
+  }
   if (!store) {
     return failure(fmt::format("the block store: {}", store.error().message));
   }
@@ -63,7 +70,7 @@ CliResult<Ok> KvcachedApp::start() {
   const kvcache::StoreStats s = store_->stats();
   CGN_LOG_INFO(
       log::get("kvcached"), "serving", log::kv("grpc", fmt::format("{} (port {})", k.listen, grpc_port())),
-      log::kv("tls", cfg.tls.enabled() ? (cfg.tls.require_client_cert ? "mtls" : "tls") : "off"),
+      log::kv("tls", daemon::tls_mode(cfg.tls)),
       log::kv("metrics", fmt::format("{} (port {})", k.metrics_listen, metrics_port())),
       log::kv("socket", k.socket.empty() ? "off" : k.socket), log::kv("ram_bytes", k.ram_bytes),
       log::kv("ssd_dir", k.ssd_dir.empty() ? "off" : k.ssd_dir), log::kv("ssd_max_bytes", k.ssd_max_bytes),
@@ -78,21 +85,12 @@ CliResult<Ok> KvcachedApp::start() {
 CliResult<Ok> KvcachedApp::start_listeners() {
   const auto& cfg = setup_.config;
   const auto& k = cfg.kvcached;
-  auto hp = split_host_port(k.metrics_listen);
-  if (!hp) {
-    return failure(fmt::format("[kvcached] metrics_listen \"{}\" is not HOST:PORT", k.metrics_listen));
+  auto http = daemon::serve_metrics(kName, "kvcached", k.metrics_listen,
+                                    [r = registry_.get()] { return r->render(); });
+  if (!http) {
+    return http.error();
   }
-  http::ServerConfig sc;
-  sc.host = hp->first;
-  sc.port = hp->second;
-  sc.threads = 1;
-  http::RouteTable routes;
-  routes.get("/metrics", http::metrics_handler([r = registry_.get()] { return r->render(); }));
-  http_ = std::make_unique<http::Server>(sc, std::move(routes));
-  if (auto bound = http_->start(); !bound) {
-    http_.reset();
-    return failure(fmt::format("[kvcached] metrics_listen {}: {}", k.metrics_listen, bound.error().message));
-  }
+  http_ = std::move(*http);
   auto grpc = KvGrpcServer::start(k.listen, cfg.tls, *store_, k.max_block_bytes, *metrics_, clock_);
   if (!grpc) {
     return failure(fmt::format("[kvcached] listen: {}", grpc.error().message));
@@ -106,17 +104,7 @@ CliResult<Ok> KvcachedApp::start_listeners() {
     }
     fast_ = std::move(*fast);
   }
-  if (!setup_.port_file.empty()) {
-    if (auto w = write_port_file(setup_.port_file, grpc_port()); !w) {
-      return failure(fmt::format("--port-file: {}", w.error().message));
-    }
-  }
-  if (!setup_.metrics_port_file.empty()) {
-    if (auto w = write_port_file(setup_.metrics_port_file, metrics_port()); !w) {
-      return failure(fmt::format("--metrics-port-file: {}", w.error().message));
-    }
-  }
-  return Ok{};
+  return daemon::write_port_files(kName, setup_, grpc_port(), metrics_port());
 }
 
 void KvcachedApp::stop(Nanos deadline) {
@@ -129,8 +117,7 @@ void KvcachedApp::stop(Nanos deadline) {
     fast_.reset();
   }
   if (grpc_) {
-    const Nanos left = std::max<Nanos>(0, deadline - clock_.now());
-    grpc_->stop(std::chrono::milliseconds(left / kNanosPerMilli));
+    grpc_->stop(daemon::time_left(clock_, deadline));
     grpc_.reset();
   }
   if (http_) {

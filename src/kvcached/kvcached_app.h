@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "core/cli_exit.h"
@@ -46,7 +47,9 @@ class KvcachedApp {
 
   // Configures logging and starts everything above; returns once every listener serves. On
   // failure: status 2 and a message naming the cause; nothing is left running. Call once.
-  CliResult<Ok> start();
+  // `stop_requested` is asked while the RAM arena is allocated (seconds for tens of GiB): true
+  // ends the start there, with status 0 and nothing left running or written.
+  CliResult<Ok> start(std::function<bool()> stop_requested = {});
   // Idempotent; a no-op before start().
   void stop(Nanos deadline);
 

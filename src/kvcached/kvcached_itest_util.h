@@ -90,12 +90,14 @@ class Daemon {
           port_file, std::string("--metrics-port-file"), metrics_file}) {
       argv.push_back(a);
     }
+    argv.insert(argv.end(), flags.begin(), flags.end());
     proc_ = std::make_unique<testing::Process>(argv, std::map<std::string, std::string>{},
                                                dir_.file(name_ + "." + std::to_string(++starts_) + ".log"));
-    const int port = testing::wait_for_port_file(port_file, 60s);
-    const int mport = testing::wait_for_port_file(metrics_file, 10s);
+    // Both end as soon as the process exits (a failed start), not at the bound.
+    const int port = testing::wait_for_port_file(port_file, *proc_, 60s);
+    const int mport = testing::wait_for_port_file(metrics_file, *proc_, 10s);
     if (port <= 0 || mport <= 0) {
-      ADD_FAILURE() << "cgn-kvcached did not start:\n" << proc_->log();
+      ADD_FAILURE() << "cgn-kvcached did not start (" << proc_->describe() << "):\n" << proc_->log();
       return false;
     }
     port_ = static_cast<uint16_t>(port);
@@ -115,6 +117,10 @@ class Daemon {
   const std::string& socket() const { return socket_; }
   std::string log() const { return proc_ ? proc_->log() : std::string(); }
   testing::Process& process() { return *proc_; }
+
+  // More command-line flags, after the config (e.g. {"--listen", "127.0.0.1:N"}: a fixed port
+  // that a restart keeps, for clients configured with it).
+  std::vector<std::string> flags;
 
  private:
   const testing::TempDir& dir_;

@@ -31,7 +31,7 @@ TEST(RouterBinary, SighupReloadsThePolicyAndSigtermStopsCleanly) {
   const std::string cfg = dir.file("cognitora.toml");
   cgn::testing::write_file(cfg, config_text(engine.port(), "kv", 50));
   Process p({cgn::testing::bin_path("cgn-router"), "--config", cfg, "--port-file", dir.file("port")});
-  ASSERT_GT(cgn::testing::wait_for_port_file(dir.file("port"), 10s), 0) << p.log();
+  ASSERT_GT(cgn::testing::wait_for_port_file(dir.file("port"), p, 10s), 0) << p.describe() << "\n" << p.log();
   ASSERT_TRUE(cgn::testing::wait_until(
       [&] { return p.log().find("node in routing node=only") != std::string::npos; }, 10s))
       << p.log();

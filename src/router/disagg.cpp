@@ -61,12 +61,12 @@ asio::awaitable<void> PdPlan::serve(RequestContext& ctx, Dispatcher& d) {
     co_return;
   }
   ctx.role = routing::RoleWanted::kDecode;  // decode and both nodes; ranked by load, then overlap
-  co_await serve_ranked(ctx, d, s_, *decode, /*decode_order=*/true);
+  served_ = co_await serve_ranked(ctx, d, s_, *decode, /*decode_order=*/true);
 }
 
 asio::awaitable<std::optional<Dispatcher::Step>> PdPlan::prefill(RequestContext& ctx, Dispatcher& d) {
   const std::string& model = ctx.model;
-  auto body = disagg::prefill_body(ctx.req.body());
+  auto body = disagg::prefill_body(ctx.client_body());
   if (!body) {
     co_await answer_error(ctx, s_.metrics, bad_request("The request body must be a JSON object."));
     co_return std::nullopt;
@@ -137,13 +137,87 @@ asio::awaitable<std::optional<Dispatcher::Step>> PdPlan::prefill(RequestContext&
   co_return handoff(ctx, out);
 }
 
+asio::awaitable<Dispatcher::Outcome> PdPlan::serve_held(RequestContext& ctx, Dispatcher& d,
+                                                        std::chrono::milliseconds budget) {
+  const std::string& model = ctx.model;
+  const auto began = std::chrono::steady_clock::now();
+  // What is left of the budget; nullopt when it is used up (0 stays "no budget").
+  const auto left = [&]() -> std::optional<std::chrono::milliseconds> {
+    if (budget.count() <= 0) {
+      return budget;
+    }
+    const auto l = budget - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::steady_clock::now() - began);
+    return l.count() > 0 ? std::optional(l) : std::nullopt;
+  };
+  Dispatcher::Outcome failed;  // kFailed
+  auto body = disagg::prefill_body(ctx.client_body());
+  if (!body) {
+    failed.last_error_text = body.error().message;
+    co_return failed;
+  }
+  prefill_body_ = std::move(*body);
+  Dispatcher::Step decode;
+  decode.role = "decode";
+
+  ctx.role = routing::RoleWanted::kPrefill;
+  auto ranked = s_.nodes.rank(ctx.route(), s_.max_attempts, /*decode_order=*/false);
+  const bool fallback = s_.rc.disaggregation.fallback == "aggregated";
+  if (!ranked || ranked->targets.empty()) {
+    s_.metrics.pd_leg(model, "prefill", "no_node");
+    if (!fallback) {
+      failed.last_error_text = "no prefill node";
+      co_return failed;
+    }
+    s_.metrics.pd_leg(model, "decode", "fallback");
+  } else {
+    Dispatcher::Step step;
+    step.role = "prefill";
+    step.body = &prefill_body_;
+    step.buffered = true;
+    step.budget = budget;
+    Dispatcher::Outcome out = co_await d.run(ctx, step, ranked->targets);
+    if (out.kind == Dispatcher::Outcome::Kind::kClientLeft) {
+      s_.metrics.pd_leg(model, "prefill", "cancelled");
+      co_return out;
+    }
+    if (out.kind == Dispatcher::Outcome::Kind::kFailed) {
+      s_.metrics.pd_leg(model, "prefill", "failed");
+      if (out.gave_up || !fallback) {
+        co_return out;
+      }
+      s_.metrics.pd_leg(model, "decode", "fallback");
+    } else if (out.answer->result_int() != 200) {
+      s_.metrics.pd_leg(model, "prefill", "refused");  // the caller judges the refusal
+      co_return out;
+    } else {
+      decode = handoff(ctx, out);
+      prefill_node_ = out.node;
+    }
+  }
+  const auto remaining = left();
+  if (!remaining) {
+    failed.last_error_text = "the deadline budget ran out after the prefill leg";
+    co_return failed;
+  }
+  decode.buffered = true;
+  decode.budget = *remaining;
+  ctx.role = routing::RoleWanted::kDecode;
+  auto decoders = s_.nodes.rank(ctx.route(), s_.max_attempts, /*decode_order=*/true);
+  if (!decoders) {
+    failed.last_error_text = "no decode node: " + std::string(routing::to_string(decoders.error().code));
+    co_return failed;
+  }
+  co_return co_await d.run(ctx, decode, decoders->targets);
+}
+
 Dispatcher::Step PdPlan::handoff(RequestContext& ctx, const Dispatcher::Outcome& out) {
   Dispatcher::Step decode;
   decode.role = "decode";
   decode.prefill_node = out.node;
   decode.handed_over = std::chrono::steady_clock::now();
   if (auto params = disagg::handoff_params(out.answer->body())) {
-    decode_body_ = disagg::decode_body(ctx.req.body(), *params);
+    decode_body_ = disagg::decode_body(ctx.client_body(), *params);
     decode.body = &decode_body_;
     s_.metrics.pd_leg(ctx.model, "prefill", "handoff");
     s_.metrics.pd_leg(ctx.model, "decode", "pull");

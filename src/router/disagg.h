@@ -20,6 +20,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -57,6 +58,20 @@ class PdPlan final : public RequestPlan {
  public:
   explicit PdPlan(GatewayServices& s) : s_(s) {}
   boost::asio::awaitable<void> serve(RequestContext& ctx, Dispatcher& d) override;
+  // After serve(): whether the decode node's answer reached the client.
+  bool served() const { return served_; }
+
+  // A cascade's gated step (cascade_plan.h) on a disaggregated model: the prefill leg on
+  // ctx.client_body() (the step's body), then the decode leg on the decode nodes, buffered; each
+  // attempt within what is left of `budget` (0: no budget). The caller holds the (model, decode)
+  // and (model, prefill) admission slots. Never answers the client: kHeld with the decode node's
+  // answer (or the prefill node's refusal, not a 200), kFailed, or kClientLeft. No prefill node,
+  // or every prefill attempt failed: decode recomputes when [router.disaggregation] fallback is
+  // "aggregated", else kFailed.
+  boost::asio::awaitable<Dispatcher::Outcome> serve_held(RequestContext& ctx, Dispatcher& d,
+                                                         std::chrono::milliseconds budget);
+  // After serve_held(): the prefill node that handed the request over; empty when none did.
+  const std::string& prefill_node() const { return prefill_node_; }
 
  private:
   // Runs the prefill leg; the decode step to run next, or nullopt when the client has been
@@ -71,6 +86,8 @@ class PdPlan final : public RequestPlan {
   Dispatcher::Step handoff(RequestContext& ctx, const Dispatcher::Outcome& out);
 
   GatewayServices& s_;
+  bool served_ = false;
+  std::string prefill_node_;
   std::string prefill_body_;
   std::string decode_body_;
 };

@@ -4,6 +4,7 @@
 // the simulator in disagg_e2e.cpp.)
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -21,25 +22,35 @@ using itest::send_request;
 using nlohmann::json;
 using testing::FakeEngine;
 
-TEST(GatewayDisagg, BothLegsCarryTheRequestIdAndTheirRoleAndThePrefillBodyIsRewritten) {
-  FakeEngine p("p"), d("d");
-  ASSERT_NE(p.start(), 0);
-  ASSERT_NE(d.start(), 0);
-  state::StaticStoreOptions so;
-  so.interval = 50ms;
-  so.poll_timeout = 500ms;
-  so.nodes = {state::StaticNodeSpec{"p", p.url(), routing::NodeRole::kPrefill},
-              state::StaticNodeSpec{"d", d.url(), routing::NodeRole::kDecode}};
-  auto store = state::StaticStore::create(so);
-  ASSERT_TRUE(store.ok());
-  GatewayOptions go;
-  go.router.listen = "127.0.0.1:0";
-  go.threads = 1;
-  Gateway g(go, std::move(*store), ApiKeys{});
-  auto port = g.start();
-  ASSERT_TRUE(port.ok());
-  ASSERT_TRUE(cgn::testing::wait_until([&] { return g.healthy_nodes() == 2; }, 10s));
+// A gateway over one prefill fake engine "p" and one decode fake engine "d", both healthy.
+class OnePrefillOneDecode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(p.start(), 0);
+    ASSERT_NE(d.start(), 0);
+    state::StaticStoreOptions so;
+    so.interval = 50ms;
+    so.poll_timeout = 500ms;
+    so.nodes = {state::StaticNodeSpec{"p", p.url(), routing::NodeRole::kPrefill},
+                state::StaticNodeSpec{"d", d.url(), routing::NodeRole::kDecode}};
+    auto store = state::StaticStore::create(so);
+    ASSERT_TRUE(store.ok());
+    GatewayOptions go;
+    go.router.listen = "127.0.0.1:0";
+    go.threads = 1;
+    g = std::make_unique<Gateway>(go, std::move(*store), ApiKeys{});
+    auto started = g->start();
+    ASSERT_TRUE(started.ok());
+    port = *started;
+    ASSERT_TRUE(cgn::testing::wait_until([&] { return g->healthy_nodes() == 2; }, 10s));
+  }
 
+  FakeEngine p{"p"}, d{"d"};
+  std::unique_ptr<Gateway> g;
+  uint16_t port = 0;
+};
+
+TEST_F(OnePrefillOneDecode, BothLegsCarryTheRequestIdAndTheirRoleAndThePrefillBodyIsRewritten) {
   const std::string body =
       R"({"model":"test-model","messages":[{"role":"user","content":"hello"}],"stream":true,)"
       R"("stream_options":{"include_usage":true},"max_tokens":50,"min_tokens":3,"x_vendor":[1,2]})";
@@ -48,7 +59,7 @@ TEST(GatewayDisagg, BothLegsCarryTheRequestIdAndTheirRoleAndThePrefillBodyIsRewr
   req.set("X-Request-Id", "pd-itest-1");
   req.body() = body;
   req.prepare_payload();
-  auto res = send_request(*port, std::move(req));
+  auto res = send_request(port, std::move(req));
   ASSERT_TRUE(res.ok());
   EXPECT_EQ(res->result_int(), 200u);
   EXPECT_EQ((*res)["X-CGN-Node"], "d");
@@ -73,7 +84,30 @@ TEST(GatewayDisagg, BothLegsCarryTheRequestIdAndTheirRoleAndThePrefillBodyIsRewr
   EXPECT_EQ(pj["x_vendor"], json::parse("[1,2]"));
   // No params came back: decode gets the client's body untouched.
   EXPECT_EQ(ds[0].body, body);
-  g.stop(0ms);
+  g->stop(0ms);
+}
+
+// A Responses request for a prefill/decode model is served whole on one node (docs/router.md: the
+// engine that answers keeps the response, so its legs cannot be split): no prefill leg, the client's
+// body untouched.
+TEST_F(OnePrefillOneDecode, AResponsesRequestIsServedWholeOnOneNode) {
+  const std::string body = R"({"model":"test-model","input":"hello","max_output_tokens":5})";
+  http::Request req{http::Verb::post, "/v1/responses", 11};
+  req.set(http::Field::content_type, "application/json");
+  req.body() = body;
+  req.prepare_payload();
+  auto res = send_request(port, std::move(req));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->result_int(), 200u) << res->body();
+  EXPECT_EQ((*res)["X-CGN-Prefill-Node"], "");
+  const auto ps = p.seen(), ds = d.seen();
+  ASSERT_EQ(ps.size() + ds.size(), 1u);
+  const auto& seen = ps.empty() ? ds[0] : ps[0];
+  EXPECT_EQ((*res)["X-CGN-Node"], ps.empty() ? "d" : "p");
+  EXPECT_EQ(seen.target, "/v1/responses");
+  EXPECT_EQ(seen.body, body);
+  EXPECT_NE(seen.header("X-CGN-Role"), "prefill");
+  g->stop(0ms);
 }
 
 TEST(GatewayDisagg, APrefillFailureIsRetriedOnTheNextPrefillNode) {

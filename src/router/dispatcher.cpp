@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "core/text.h"
 #include "router/coro_warnings.h"
+#include "router/responses.h"
 #include "router/router_log.h"
 
 namespace cgn::router {
@@ -36,16 +37,21 @@ Usage parse_usage(std::string_view body) {
     return u;
   }
   simdjson::dom::object usage;
-  if (root["usage"].get(usage) != simdjson::SUCCESS) {
+  simdjson::dom::object response;  // /v1/responses: the usage of a response.completed event
+  if (root["usage"].get(usage) != simdjson::SUCCESS && (root["response"].get(response) != simdjson::SUCCESS ||
+                                                        response["usage"].get(usage) != simdjson::SUCCESS)) {
     return u;
   }
-  // get_double() also converts integers; a string or other type is not a count.
-  if (usage["prompt_tokens"].get_double().get(u.prompt) == simdjson::SUCCESS) {
+  // get_double() also converts integers; a string or other type is not a count. Responses name
+  // them input_tokens / output_tokens.
+  if (usage["prompt_tokens"].get_double().get(u.prompt) == simdjson::SUCCESS ||
+      usage["input_tokens"].get_double().get(u.prompt) == simdjson::SUCCESS) {
     u.found = true;
   } else {
     u.prompt = 0;
   }
-  if (usage["completion_tokens"].get_double().get(u.completion) == simdjson::SUCCESS) {
+  if (usage["completion_tokens"].get_double().get(u.completion) == simdjson::SUCCESS ||
+      usage["output_tokens"].get_double().get(u.completion) == simdjson::SUCCESS) {
     u.found = true;
   } else {
     u.completion = 0;
@@ -53,12 +59,39 @@ Usage parse_usage(std::string_view body) {
   return u;
 }
 
+// /v1/responses: remembers which node made the response an answer (or event) announces.
+void learn_response(ResponseAffinity* affinity, const RequestContext& ctx, const Target& t,
+                    std::string_view data) {
+  if (affinity == nullptr || ctx.endpoint != kResponsesEndpoint || t.peer()) {
+    return;
+  }
+  if (std::string id = response_id_in(data); !id.empty()) {
+    affinity->learn(id, t.node);
+  }
+}
+
+// An OpenAI-style error body ({"error": {...}}), as engines send; a framework's 404 is not one.
+bool is_openai_error(std::string_view body) {
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::object root;
+  simdjson::dom::object error;
+  return parser.parse(body.data(), body.size()).get(root) == simdjson::SUCCESS &&
+         root["error"].get(error) == simdjson::SUCCESS;
+}
+
+void set_answer_headers(const RequestContext& ctx, http::Fields& h) {
+  for (const auto& [name, value] : ctx.answer_headers) {
+    h.set(name, value);
+  }
+}
+
 http::Fields response_headers(const http::Fields& upstream, const std::string& node,
-                              const std::string& request_id) {
+                              const RequestContext& ctx) {
   http::Fields h;
   http::copy_response_headers(upstream, h, /*drop_cognitora=*/true);
   h.set("X-CGN-Node", node);
-  h.set("X-Request-Id", request_id);
+  h.set("X-Request-Id", ctx.request_id);
+  set_answer_headers(ctx, h);
   return h;
 }
 
@@ -86,7 +119,7 @@ http::Request upstream_request(const RequestContext& ctx, const Target& t, std::
   if (ctx.deadline_ms > 0) {
     out.set("X-CGN-Deadline-Ms", std::to_string(ctx.deadline_ms));
   }
-  out.body() = body != nullptr ? *body : in.body();
+  out.body() = body != nullptr ? *body : std::string(ctx.client_body());
   out.prepare_payload();
   return out;
 }
@@ -95,6 +128,7 @@ asio::awaitable<void> answer_error(RequestContext& ctx, RouterMetrics& metrics, 
                                    uint32_t retry_after_s) {
   http::Response res = http::make_error_response(e);
   res.set("X-Request-Id", ctx.request_id);
+  set_answer_headers(ctx, res);
   if (retry_after_s > 0) {
     res.set(http::Field::retry_after, std::to_string(retry_after_s));
   }
@@ -118,8 +152,13 @@ http::ClientTimeouts Dispatcher::timeouts(const Target& t) const {
 
 Dispatcher::UpstreamCall Dispatcher::upstream_call(const RequestContext& ctx, const Step& step,
                                                    const Target& t) const {
+  http::ClientTimeouts to = timeouts(t);
+  if (step.budget.count() > 0) {
+    to.header = std::min(to.header, step.budget);
+    to.body = std::min(to.body, step.budget);
+  }
   return UpstreamCall{http::Upstream{t.endpoint.host, t.endpoint.port, t.endpoint.tls},
-                      upstream_request(ctx, t, step.role, step.body, s_.cluster_token), timeouts(t)};
+                      upstream_request(ctx, t, step.role, step.body, s_.cluster_token), to};
 }
 
 void Dispatcher::note_failure(RequestContext& ctx, const Target& t, AttemptFailure f, bool more,
@@ -232,8 +271,28 @@ asio::awaitable<Dispatcher::Next> Dispatcher::attempt_relayed(RequestContext& ct
     note_failure(ctx, t, failure_of_answer(status, stream->headers()), more, out);
     co_return Next::kRetry;
   }
+  if (status == 404 && ctx.endpoint == kResponsesEndpoint) {
+    auto body = co_await stream->read_all();
+    s_.nodes.complete(ticket);
+    if (!body.ok() || !is_openai_error(*body)) {
+      // The engine has no /v1/responses (a framework 404, not an OpenAI error): the next node may.
+      out.answer =
+          http::make_error_response(bad_request("The engines serving model '" + ctx.model +
+                                                    "' do not serve /v1/responses; use /v1/chat/completions.",
+                                                "", "endpoint_not_supported"));
+      out.node = t.node;
+      co_return Next::kRetry;
+    }
+    http::Response r{http::beast_http::status::not_found, 11};
+    static_cast<http::Fields&>(r) = response_headers(stream->headers(), t.node, ctx);
+    r.body() = std::move(*body);
+    r.prepare_payload();
+    (void)co_await ctx.ex.respond(std::move(r));
+    s_.metrics.request_done(ctx.model, ctx.endpoint, status, seconds_since(ctx.start));
+    co_return Next::kDone;
+  }
   const bool sse = text::istarts_with(stream->headers()[http::Field::content_type], "text/event-stream");
-  http::Fields headers = response_headers(stream->headers(), t.node, ctx.request_id);
+  http::Fields headers = response_headers(stream->headers(), t.node, ctx);
   if (!step.prefill_node.empty()) {
     headers.set("X-CGN-Prefill-Node", step.prefill_node);
     s_.metrics.pd_handoff(seconds_since(step.handed_over));
@@ -241,7 +300,7 @@ asio::awaitable<Dispatcher::Next> Dispatcher::attempt_relayed(RequestContext& ct
   Error<HttpError> err;
   Next next = Next::kDone;
   if (!sse && !ctx.stream) {
-    next = co_await relay_buffered(ctx, *stream, ticket, std::move(headers), err);
+    next = co_await relay_buffered(ctx, t, *stream, ticket, std::move(headers), err);
   } else if (!sse) {
     next = co_await relay_raw(ctx, *stream, ticket, std::move(headers), err);
   } else {
@@ -260,7 +319,8 @@ asio::awaitable<Dispatcher::Next> Dispatcher::attempt_relayed(RequestContext& ct
   co_return next;
 }
 
-asio::awaitable<Dispatcher::Next> Dispatcher::relay_buffered(RequestContext& ctx, http::ClientStream& stream,
+asio::awaitable<Dispatcher::Next> Dispatcher::relay_buffered(RequestContext& ctx, const Target& t,
+                                                             http::ClientStream& stream,
                                                              routing::DispatchTicket& ticket,
                                                              http::Fields headers, Error<HttpError>& err) {
   // The whole body first, so a failure here can still move to the next node.
@@ -270,6 +330,7 @@ asio::awaitable<Dispatcher::Next> Dispatcher::relay_buffered(RequestContext& ctx
     co_return Next::kRetry;
   }
   const unsigned status = stream.status();
+  learn_response(s_.responses, ctx, t, *body);
   const Usage usage = parse_usage(*body);
   http::Response res;
   static_cast<http::Fields&>(res) = std::move(headers);  // the fields built once, not copied again
@@ -282,7 +343,7 @@ asio::awaitable<Dispatcher::Next> Dispatcher::relay_buffered(RequestContext& ctx
   // there (and a stale guess elsewhere can win over a confirmed prefix).
   s_.nodes.finish(ticket, /*answered=*/true);
   (void)co_await ctx.ex.respond(std::move(res));
-  s_.metrics.tokens(ctx.model, usage.prompt, usage.completion);
+  s_.metrics.tokens(ctx.model, usage.prompt, usage.completion, t.node);
   s_.metrics.request_done(ctx.model, ctx.endpoint, status, seconds_since(ctx.start));
   co_return Next::kDone;
 }
@@ -367,6 +428,7 @@ asio::awaitable<Dispatcher::Next> Dispatcher::relay_sse(RequestContext& ctx, con
       if (const Usage u = parse_usage(event->data); u.found) {
         usage = u;
       }
+      learn_response(s_.responses, ctx, t, event->data);
     }
     client_ok = (co_await ctx.ex.write_event(*event)).ok();
     if (!client_ok) {
@@ -400,7 +462,7 @@ asio::awaitable<Dispatcher::Next> Dispatcher::relay_sse(RequestContext& ctx, con
     (void)co_await ctx.ex.end_stream();
   }
   s_.nodes.complete(ticket);
-  s_.metrics.tokens(ctx.model, usage.prompt, usage.completion);
+  s_.metrics.tokens(ctx.model, usage.prompt, usage.completion, t.node);
   s_.metrics.request_done(ctx.model, ctx.endpoint, client_ok && ctx.ex.client_open() ? status : kClientClosed,
                           seconds_since(ctx.start));
   co_return Next::kDone;
@@ -411,6 +473,7 @@ asio::awaitable<void> Dispatcher::answer_failure(RequestContext& ctx, Outcome& o
     http::Response res = std::move(*out.answer);
     res.set("X-CGN-Node", out.node);
     res.set("X-Request-Id", ctx.request_id);
+    set_answer_headers(ctx, res);
     res.prepare_payload();
     const unsigned status = res.result_int();
     (void)co_await ctx.ex.respond(std::move(res));

@@ -36,9 +36,15 @@
 #include "router/retry_budget.h"
 #include "router/router_metrics.h"
 
+namespace cgn::router::carbon {
+class Gate;
+}
+
 namespace cgn::router {
 
 inline constexpr unsigned kClientClosed = 499;  // nginx's code for "client went away first"
+
+class ResponseAffinity;  // responses.h
 
 // What every part of the request path shares (owned by the Gateway).
 struct GatewayServices {
@@ -48,6 +54,8 @@ struct GatewayServices {
   const config::RouterConfig& rc;
   const auth::ClusterToken& cluster_token;
   size_t max_attempts = 3;
+  ResponseAffinity* responses = nullptr;  // /v1/responses: response id -> node; null: not learned
+  const carbon::Gate* carbon = nullptr;   // [router.carbon]; null: provider = "off"
 };
 
 // One admitted request, as every step sees it (request_intake.h builds it).
@@ -69,6 +77,16 @@ struct RequestContext {
   std::string session_key;
   routing::RoleWanted role = routing::RoleWanted::kAny;  // the current step's
   RetryBudget retries;                                   // across every step of the request
+  // Added to every answer the client gets (relayed, refused or failed), e.g. a cascade's
+  // X-CGN-Cascade-Step.
+  std::vector<std::pair<std::string, std::string>> answer_headers;
+  // A plan's rewrite of the client's body that every step starts from (a cascade sets each
+  // step's model); null: the client's body.
+  const std::string* body_override = nullptr;
+
+  std::string_view client_body() const {
+    return body_override != nullptr ? std::string_view(*body_override) : std::string_view(req.body());
+  }
 
   routing::RouteRequest route() const {
     routing::RouteRequest rr;
@@ -106,6 +124,9 @@ class Dispatcher {
     // handoff metric); empty when none did.
     std::string prefill_node;
     std::chrono::steady_clock::time_point handed_over{};
+    // > 0: caps each attempt's first-byte and whole-answer timeouts (a cascade's gated step
+    // within the client's deadline).
+    std::chrono::milliseconds budget{0};
   };
 
   struct Outcome {
@@ -137,9 +158,9 @@ class Dispatcher {
   boost::asio::awaitable<Next> attempt_relayed(RequestContext& ctx, const Step& step, const Target& t,
                                                bool more, Outcome& out);
   // Relay an answer; kRetry: its body failed (`err`) before the first byte reached the client.
-  boost::asio::awaitable<Next> relay_buffered(RequestContext& ctx, http::ClientStream& stream,
-                                              routing::DispatchTicket& ticket, http::Fields headers,
-                                              Error<http::HttpError>& err);
+  boost::asio::awaitable<Next> relay_buffered(RequestContext& ctx, const Target& t,
+                                              http::ClientStream& stream, routing::DispatchTicket& ticket,
+                                              http::Fields headers, Error<http::HttpError>& err);
   boost::asio::awaitable<Next> relay_raw(RequestContext& ctx, http::ClientStream& stream,
                                          routing::DispatchTicket& ticket, http::Fields headers,
                                          Error<http::HttpError>& err);

@@ -267,6 +267,7 @@ struct NodeSpec {
   std::string name;
   uint16_t port = 0;
   std::string role = "both";
+  std::string model = "m";  // the one model it serves
 };
 
 // The cgn-router binary over the given nodes, `healthy` of them healthy at return (all by
@@ -286,14 +287,14 @@ struct Router {
     for (const NodeSpec& n : nodes) {
       toml += "[[router.nodes]]\nname = \"" + n.name +
               "\"\nurl = \"http://127.0.0.1:" + std::to_string(n.port) + "\"\nrole = \"" + n.role +
-              "\"\nmodels = [\"m\"]\n";
+              "\"\nmodels = [\"" + n.model + "\"]\n";
     }
     cgn::testing::write_file(dir.file("cognitora.toml"), toml);
     proc = std::make_unique<Process>(std::vector<std::string>{bin_path("cgn-router"), "--config",
                                                               dir.file("cognitora.toml"), "--port-file",
                                                               dir.file("port"), "--threads", "2"});
-    port = static_cast<uint16_t>(cgn::testing::wait_for_port_file(dir.file("port"), 20s));
-    EXPECT_GT(port, 0) << proc->log();
+    port = static_cast<uint16_t>(cgn::testing::wait_for_port_file(dir.file("port"), *proc, 20s));
+    EXPECT_GT(port, 0) << proc->describe() << "\n" << proc->log();
     const size_t n = healthy == SIZE_MAX ? nodes.size() : healthy;
     EXPECT_TRUE(wait_until(
         [&] {

@@ -1,13 +1,8 @@
-// Helpers for the etcd backend's integration and e2e tests: a blocking HTTP/1.1 client (one
-// request per connection), a cgn-engine-sim child process, node records and the digests the
+// Helpers for the etcd backend's integration and e2e tests: a blocking HTTP/1.1 call
+// (core/http/blocking_call.h), a cgn-engine-sim child process, node records and the digests the
 // router computes for a chat body. Test-only; header-only.
 #pragma once
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -16,51 +11,21 @@
 #include "cluster/node_record.h"
 #include "core/canonical.h"
 #include "core/digest.h"
+#include "core/http/blocking_call.h"
 #include "testing/engine_sim.h"
 #include "testing/process.h"
 
 namespace cgn::router::etcdtest {
 
-struct HttpReply {
-  unsigned status = 0;  // 0: transport error
-  std::string node;     // X-CGN-Node
-  std::string body;
-};
+using HttpReply = http::BlockingReply;  // status 0: transport error
 
-// POST (or GET when body is empty and verb says so) to 127.0.0.1:port, with a deadline.
+// POST (or GET when verb says so) to 127.0.0.1:port, with a deadline.
 inline HttpReply http_call(uint16_t port, const std::string& verb, const std::string& target,
                            const std::string& body,
                            std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  namespace beast = boost::beast;
-  namespace http = beast::http;
-  HttpReply out;
-  try {
-    boost::asio::io_context ctx;
-    beast::tcp_stream stream(ctx);
-    stream.expires_after(timeout);
-    stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
-    http::request<http::string_body> req{verb == "GET" ? http::verb::get : http::verb::post, target, 11};
-    req.set(http::field::host, "127.0.0.1");
-    if (verb != "GET") {
-      req.set(http::field::content_type, "application/json");
-      req.body() = body;
-      req.prepare_payload();
-    }
-    http::write(stream, req);
-    beast::flat_buffer buf;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(64 << 20);
-    http::read(stream, buf, parser);
-    auto res = parser.release();
-    out.status = res.result_int();
-    out.node = std::string(res["X-CGN-Node"]);
-    out.body = std::move(res.body());
-    beast::error_code ec;
-    stream.socket().shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
-  } catch (const std::exception&) {
-    out.status = 0;
-  }
-  return out;
+  auto r = http::blocking_call("127.0.0.1", port, verb == "GET" ? http::Verb::get : http::Verb::post, target,
+                               body, "", timeout);
+  return r ? std::move(*r) : HttpReply{};
 }
 
 inline std::string chat_body(const std::string& model, const std::string& prompt, int max_tokens = 4) {

@@ -1,5 +1,5 @@
 // FakeEngine: a small OpenAI-compatible upstream for the router's tests (not part of any
-// product path). It answers chat/completions/embeddings (buffered and SSE), /v1/models,
+// product path). It answers chat/completions/embeddings/responses (buffered and SSE), /v1/models,
 // /health and a vLLM-format /metrics, and has fault knobs: fail the next N requests with a
 // status before the first token, drop the connection mid-stream after K events, stall before
 // answering, report unhealthy, report a given queue depth. It records what it saw (headers,
@@ -65,6 +65,7 @@ class FakeEngine {
     rt.post("/v1/chat/completions", [this](http::Exchange& ex) { return generate(ex, "chat"); });
     rt.post("/v1/completions", [this](http::Exchange& ex) { return generate(ex, "completions"); });
     rt.post("/v1/embeddings", [this](http::Exchange& ex) { return embeddings(ex); });
+    rt.post("/v1/responses", [this](http::Exchange& ex) { return responses(ex); });
     rt.get("/v1/models", [this](http::Exchange& ex) { return list_models(ex); });
     rt.get("/health", [this](http::Exchange& ex) -> asio::awaitable<void> {
       health_checks.fetch_add(1);
@@ -103,12 +104,13 @@ class FakeEngine {
   std::atomic<int> fail_status{500};            // ... with this status, before any token
   std::atomic<bool> fail_engine_closed{false};  // ... marked as an agent whose engine closed (kFailureHeader)
   std::atomic<int> drop_after_events{-1};       // >= 0: close the connection after this many SSE events
-  std::atomic<int> close_next{0};      // the next N generation requests: the connection closes, no answer
-  std::atomic<int> stall_ms{0};        // wait this long before answering (cancellable)
+  std::atomic<int> close_next{0};       // the next N generation requests: the connection closes, no answer
+  std::atomic<int> stall_ms{0};         // wait this long before answering (cancellable)
   std::atomic<int> health_stall_ms{0};  // GET /health answers only after this long, or once cleared
-  std::atomic<int> tokens{4};          // tokens per generation
-  std::atomic<int> token_delay_ms{0};  // between streamed tokens
-  std::atomic<double> queue_depth{0};  // reported on /metrics
+  std::atomic<int> tokens{4};           // tokens per generation
+  std::atomic<bool> serve_responses{true};  // false: /v1/responses is a framework 404, as on older engines
+  std::atomic<int> token_delay_ms{0};       // between streamed tokens
+  std::atomic<double> queue_depth{0};       // reported on /metrics
   std::atomic<double> running{0};
   std::atomic<double> kv_used{0.1};
 
@@ -355,8 +357,95 @@ class FakeEngine {
     completed.fetch_add(1);
   }
 
+  // /v1/responses, vLLM-shaped: ids resp_<engine>_<n> kept in this process; a previous_response_id
+  // it did not make is a 404 OpenAI error, as vLLM answers one it does not hold.
+  struct ResponsesTurn {
+    bool stream = false;
+    bool unknown_previous = false;
+    std::string id;
+  };
+  ResponsesTurn responses_turn(const std::string& request) {
+    ResponsesTurn t;
+    const auto j = nlohmann::json::parse(request, nullptr, false);
+    t.stream = j.is_object() && j.value("stream", false);
+    const std::string prev =
+        j.is_object() && j.contains("previous_response_id") && j["previous_response_id"].is_string()
+            ? j["previous_response_id"].get<std::string>()
+            : std::string();
+    std::lock_guard lock(mu_);
+    t.unknown_previous =
+        !prev.empty() && std::find(responses_.begin(), responses_.end(), prev) == responses_.end();
+    if (!t.unknown_previous) {
+      t.id = "resp_" + name_ + "_" + std::to_string(responses_.size());
+      responses_.push_back(t.id);
+    }
+    return t;
+  }
+  std::string response_body(const std::string& id, bool done) const {
+    nlohmann::json r = {{"id", id},
+                        {"object", "response"},
+                        {"status", done ? "completed" : "in_progress"},
+                        {"model", models_.front()},
+                        {"output", nlohmann::json::array()}};
+    if (done) {
+      r["output"].push_back({{"type", "message"},
+                             {"role", "assistant"},
+                             {"content", {{{"type", "output_text"}, {"text", "tok0 "}}}}});
+      r["usage"] = {{"input_tokens", 7}, {"output_tokens", 1}, {"total_tokens", 8}};
+    }
+    return r.dump();
+  }
+  static std::string response_event(const std::string& type, const std::string& response, int seq) {
+    nlohmann::json e = {{"type", type}, {"sequence_number", seq}};
+    if (type == "response.output_text.delta") {
+      e["delta"] = "tok0 ";
+    } else {
+      e["response"] = nlohmann::json::parse(response);
+    }
+    return e.dump();
+  }
+  asio::awaitable<void> responses(http::Exchange& ex) {
+    if (!serve_responses.load()) {
+      (void)co_await ex.respond(http::make_response(404, R"({"detail":"Not Found"})"));
+      co_return;
+    }
+    record(ex);
+    generations.fetch_add(1);
+    const ResponsesTurn t = responses_turn(ex.request().body());
+    if (t.unknown_previous) {
+      (void)co_await ex.respond(http::make_response(
+          404,
+          R"({"error":{"message":"Response not found","type":"invalid_request_error","param":null,"code":404}})"));
+      co_return;
+    }
+    if (!t.stream) {
+      http::Response res = http::make_response(200, response_body(t.id, true));
+      res.set("X-Fake-Engine", name_);
+      (void)co_await ex.respond(std::move(res));
+      completed.fetch_add(1);
+      co_return;
+    }
+    http::Fields h;
+    h.set("X-Fake-Engine", name_);
+    if (!(co_await ex.begin_sse(std::move(h))).ok()) {
+      co_return;
+    }
+    const char* types[] = {"response.created", "response.output_text.delta", "response.completed"};
+    for (int i = 0; i < 3; ++i) {
+      http::SseEvent e;
+      e.event = types[i];
+      e.data = response_event(types[i], response_body(t.id, i == 2), i);
+      if (!(co_await ex.write_event(e)).ok()) {
+        co_return;
+      }
+    }
+    (void)co_await ex.end_stream();
+    completed.fetch_add(1);
+  }
+
   std::string name_;
   std::vector<std::string> models_;
+  std::vector<std::string> responses_;  // ids this engine made (under mu_)
   std::unique_ptr<http::Server> server_;
   uint16_t port_ = 0;
   mutable std::mutex mu_;

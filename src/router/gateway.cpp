@@ -17,12 +17,16 @@
 #include "core/http/proxy_headers.h"
 #include "core/log.h"
 #include "core/tls/grpc_tls.h"
+#include "router/admin_api.h"
+#include "router/carbon/providers.h"
+#include "router/cascade_plan.h"
 #include "router/coro_warnings.h"
 #include "router/disagg.h"
 #include "router/intake.h"
 #include "router/policy_config.h"
 #include "router/request_intake.h"
 #include "router/request_plan.h"
+#include "router/responses.h"
 #include "router/router_log.h"
 
 namespace cgn::router {
@@ -82,6 +86,7 @@ class GatewayHandlers {
     std::vector<std::unique_ptr<http::HttpClient>>& clients;  // one per server worker
     const std::string& dashboard_dir;
     bool metrics_on_api;  // /metrics on the API listener
+    AdminApi& admin;      // /admin/v1/ (admin_api.h)
   };
   explicit GatewayHandlers(Parts p) : p_(p) {}
 
@@ -89,6 +94,7 @@ class GatewayHandlers {
 
  private:
   asio::awaitable<void> inference(Exchange& ex, Endpoint endpoint);
+  asio::awaitable<void> responses(Exchange& ex);
   asio::awaitable<void> models(Exchange& ex);
   asio::awaitable<void> health(Exchange& ex);
   asio::awaitable<void> dashboard(Exchange& ex);
@@ -101,8 +107,10 @@ http::RouteTable GatewayHandlers::routes() {
   rt.post("/v1/chat/completions", [this](Exchange& ex) { return inference(ex, Endpoint::kChat); });
   rt.post("/v1/completions", [this](Exchange& ex) { return inference(ex, Endpoint::kCompletions); });
   rt.post("/v1/embeddings", [this](Exchange& ex) { return inference(ex, Endpoint::kEmbeddings); });
+  rt.post("/v1/responses", [this](Exchange& ex) { return responses(ex); });
   rt.get("/v1/models", [this](Exchange& ex) { return models(ex); });
   rt.get("/health", [this](Exchange& ex) { return health(ex); });
+  p_.admin.add_routes(rt);
   if (p_.metrics_on_api) {
     rt.get("/metrics", http::metrics_handler([this] { return p_.services.metrics.render(); }));
     rt.enable_cors("/metrics");
@@ -139,13 +147,27 @@ asio::awaitable<void> GatewayHandlers::inference(Exchange& ex, Endpoint endpoint
     co_return;
   }
   Dispatcher d(p_.services, *p_.clients[ex.worker_index()]);
-  if (admitted->disaggregated) {
+  if (admitted->cascade != nullptr) {
+    CascadePlan plan(p_.services, admitted->cascade_alias, *admitted->cascade, admitted->has_tools,
+                     std::move(admitted->cascade_digests));
+    co_await plan.serve(admitted->ctx, d);
+  } else if (admitted->disaggregated) {
     PdPlan plan(p_.services);
     co_await plan.serve(admitted->ctx, d);
   } else {
     AggregatedPlan plan(p_.services);
     co_await plan.serve(admitted->ctx, d);
   }
+}
+
+asio::awaitable<void> GatewayHandlers::responses(Exchange& ex) {
+  std::optional<Admitted> admitted = co_await admit(ex, Endpoint::kChat, p_.services, p_.rejections, true);
+  if (!admitted) {
+    co_return;
+  }
+  Dispatcher d(p_.services, *p_.clients[ex.worker_index()]);
+  ResponsesPlan plan(p_.services, std::move(admitted->previous_response_id));
+  co_await plan.serve(admitted->ctx, d);
 }
 
 asio::awaitable<void> GatewayHandlers::dashboard(Exchange& ex) {
@@ -194,9 +216,13 @@ Gateway::Gateway(GatewayOptions options, std::unique_ptr<cluster::StateStore> st
       rejections_(metrics_, std::chrono::seconds(options_.router.limits.reject_log_interval_s)),
       admission_(options_.router.admission),
       nodes_(clock_, initial_policy(options_.router), index_from_config(options_.router), options_.seed),
-      services_{nodes_, metrics_, admission_, options_.router, options_.cluster_token, options_.max_attempts},
-      handlers_(std::make_unique<GatewayHandlers>(GatewayHandlers::Parts{
-          services_, rejections_, clients_, options_.dashboard_dir, options_.router.metrics.listen.empty()})),
+      services_{
+          nodes_,     metrics_, admission_, options_.router, options_.cluster_token, options_.max_attempts,
+          &responses_},
+      admin_(std::make_unique<AdminApi>(services_, rejections_)),
+      handlers_(std::make_unique<GatewayHandlers>(
+          GatewayHandlers::Parts{services_, rejections_, clients_, options_.dashboard_dir,
+                                 options_.router.metrics.listen.empty(), *admin_})),
       store_(std::move(store)) {}
 
 Gateway::~Gateway() {
@@ -211,6 +237,9 @@ Result<uint16_t, GatewayError> Gateway::start() {
   if (auto policy = policy_from_config(options_.router); !policy) {
     return make_error(GatewayError::kConfig, "[router] policy: " + policy.error().message);
   }
+  if (auto st = build_carbon(); !st) {
+    return st.error();
+  }
   auto sc = build_servers();
   if (!sc) {
     return sc.error();
@@ -224,6 +253,9 @@ Result<uint16_t, GatewayError> Gateway::start() {
       [this] { metrics_.index_entries(static_cast<double>(nodes_.index_entries())); });
   refresh_cluster_metrics();
   maint_thread_ = std::thread([this] { maintenance_loop(); });
+  if (carbon_poller_) {
+    carbon_poller_->start();
+  }
   if (!keys_.enabled()) {
     CGN_LOG_WARN(router_log(), "no API keys configured: the gateway is open to anyone who can reach it");
   } else {
@@ -233,6 +265,38 @@ Result<uint16_t, GatewayError> Gateway::start() {
                log::kv("tls", !sc->tls_cert_file.empty()), log::kv("policy", options_.router.policy),
                log::kv("workers", sc->threads));
   return port_;
+}
+
+Status<GatewayError> Gateway::build_carbon() {
+  const config::CarbonConfig& c = options_.router.carbon;
+  if (c.provider == "off") {
+    return Ok{};
+  }
+  auto provider = carbon::make_provider(c);
+  if (!provider) {
+    return make_error(GatewayError::kConfig, provider.error().message);
+  }
+  carbon::GateOptions go{c.threshold_gco2_per_kwh, Nanos{c.poll_interval_ms} * kNanosPerMilli, c.provider,
+                         c.zone};
+  carbon_gate_ = std::make_unique<carbon::Gate>(std::move(go), clock_);
+  carbon::PollerOptions po;
+  po.interval = Nanos{c.poll_interval_ms} * kNanosPerMilli;
+  po.timeout = Nanos{c.timeout_ms} * kNanosPerMilli;
+  po.max_backoff = Nanos{c.max_backoff_ms} * kNanosPerMilli;
+  po.on_failure = [this](carbon::FetchReason r) { metrics_.carbon_poll_failed(carbon::reason_label(r)); };
+  carbon_poller_ =
+      std::make_unique<carbon::Poller>(std::move(*provider), *carbon_gate_, std::move(po), clock_);
+  services_.carbon = carbon_gate_.get();
+  metrics_.registry().add_collect_callback([this] {
+    const auto snap = carbon_gate_->snapshot();
+    const auto& o = carbon_gate_->options();
+    metrics_.carbon_state(o.provider, o.zone, snap.gco2_per_kwh, snap.age_s, carbon::state_label(snap.state),
+                          carbon::kGateStateLabels);
+  });
+  CGN_LOG_INFO(router_log(), "carbon gate on", log::kv("provider", c.provider), log::kv("zone", c.zone),
+               log::kv("threshold_gco2_per_kwh", c.threshold_gco2_per_kwh),
+               log::kv("poll_interval_ms", c.poll_interval_ms));
+  return Ok{};
 }
 
 Result<http::ServerConfig, GatewayError> Gateway::build_servers() {
@@ -257,6 +321,13 @@ Result<http::ServerConfig, GatewayError> Gateway::build_servers() {
       return make_error(GatewayError::kConfig, st.error().message);
     }
   }
+  if (const auto& ak = options_.router.admin.key; !ak.env_name().empty()) {
+    ApiKeys admin_key;
+    if (auto st = admin_key.add({std::string(ak.reveal())}, "[router.admin] key_env"); !st) {
+      return make_error(GatewayError::kConfig, st.error().message);
+    }
+    admin_->set_key(std::move(admin_key));
+  }
   const ApiKeys* metrics_key = metrics_key_.enabled() ? &metrics_key_ : nullptr;
   const bool own_metrics_listener = !options_.router.metrics.listen.empty();
   const IntakeKeys api_keys{&keys_, own_metrics_listener ? nullptr : metrics_key};
@@ -266,6 +337,8 @@ Result<http::ServerConfig, GatewayError> Gateway::build_servers() {
   sc.on_cap_rejected = [this](std::string_view reason, std::string_view remote) {
     rejections_.note(reason, remote);
   };
+  head_check_ = sc.header_check;
+  local_routes_ = handlers_->routes();
   server_ = std::make_unique<http::Server>(sc, handlers_->routes());
   if (own_metrics_listener) {
     auto mlisten = parse_listen(options_.router.metrics.listen);
@@ -337,6 +410,9 @@ void Gateway::stop(std::chrono::milliseconds grace) {
     metrics_server_->stop(std::chrono::milliseconds(0));
   }
   clients_.clear();
+  if (carbon_poller_) {
+    carbon_poller_->stop();
+  }
   if (store_) {
     store_->stop();
   }
@@ -462,6 +538,7 @@ void Gateway::refresh_cluster_metrics() {
       s.running = st->running;
       s.kv_used_ratio = st->kv_used_ratio;
       s.power_watts = st->power_watts;
+      s.energy_joules = st->energy_joules;
       s.watt_limit = st->watt_limit_watts;
       s.cordoned = st->cordoned;
       snap.push_back(std::move(s));

@@ -38,14 +38,18 @@
 #include "core/log.h"
 #include "router/admission.h"
 #include "router/api_keys.h"
+#include "router/carbon/gate.h"
+#include "router/carbon/poller.h"
 #include "router/dispatcher.h"
 #include "router/intake.h"
 #include "router/node_table.h"
+#include "router/responses.h"
 #include "router/router_metrics.h"
 
 namespace cgn::router {
 
 class GatewayHandlers;  // gateway.cpp: the route table's coroutines
+class AdminApi;         // admin_api.h: /admin/v1/
 
 enum class GatewayError { kConfig, kStart };
 
@@ -96,6 +100,14 @@ class Gateway {
   // The [router.metrics] listener's port; 0 when /metrics is on the API listener.
   uint16_t metrics_port() const { return metrics_port_; }
   RejectionLog& rejections() { return rejections_; }
+  // The API listener's pipeline for requests made in process (the gRPC API, grpc_api/server.h):
+  // its header check (API keys, refusals logged), its routes and its server. Set by start().
+  const http::HeaderCheck& head_check() const { return head_check_; }
+  const http::RouteTable& local_routes() const { return local_routes_; }
+  http::Server* server() { return server_.get(); }
+  // [router.carbon]: the gate and its poller; null when provider = "off".
+  const carbon::Gate* carbon_gate() const { return carbon_gate_.get(); }
+  const carbon::Poller* carbon_poller() const { return carbon_poller_.get(); }
 
  private:
   // start(), in two halves: the servers (API, metrics) and one upstream client per worker; then
@@ -113,6 +125,8 @@ class Gateway {
   // if it still refuses.
   void readmit_refused();
   void log_stale_nodes(const std::vector<NodeSnapshot>& snap);
+  // [router.carbon]: builds the gate and the poller (not started); kConfig for an unusable provider.
+  Status<GatewayError> build_carbon();
 
   GatewayOptions options_;
   SteadyClock clock_;
@@ -124,15 +138,21 @@ class Gateway {
   log::StateChangeLogger node_changes_{log::get("router")};  // "node in routing" / "left" once per change
 
   NodeTable nodes_;
-  GatewayServices services_;  // references to the members above, for the request path
+  ResponseAffinity responses_{clock_};  // /v1/responses: response id -> node (responses.h)
+  GatewayServices services_;            // references to the members above, for the request path
+  std::unique_ptr<AdminApi> admin_;     // its key set in build_servers()
 
   std::unique_ptr<GatewayHandlers> handlers_;
+  http::HeaderCheck head_check_;   // the API listener's header check, for in-process requests too
+  http::RouteTable local_routes_;  // the API listener's routes again, for in-process requests
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<http::Server> metrics_server_;  // [router.metrics] listen; null: /metrics on server_
   // One client per server worker, on that worker's io_context; declared after server_ so the
   // clients (and their pooled sockets) go before the contexts they live on.
   std::vector<std::unique_ptr<http::HttpClient>> clients_;
   std::unique_ptr<cluster::StateStore> store_;
+  std::unique_ptr<carbon::Gate> carbon_gate_;
+  std::unique_ptr<carbon::Poller> carbon_poller_;  // stopped before the gate goes
 
   std::mutex maint_mu_;
   std::condition_variable maint_cv_;

@@ -1257,5 +1257,117 @@ TEST(Gateway, ServesTheApiOverTlsWhenConfigured) {
   EXPECT_TRUE(plain.get("/health").failed);  // no plaintext on a TLS listener
 }
 
+// ---------------------------------------------------------------------------------------------
+// /v1/responses
+
+std::string responses_body(const std::string& input, const std::string& previous = "", bool stream = false) {
+  nlohmann::json j = {{"model", "test-model"}, {"input", input}};
+  if (!previous.empty()) {
+    j["previous_response_id"] = previous;
+  }
+  if (stream) {
+    j["stream"] = true;
+  }
+  return j.dump();
+}
+
+// The response id a /v1/responses answer announces (buffered body or response.created event).
+std::string response_id_of(const Reply& r) {
+  if (!r.events.empty()) {
+    return nlohmann::json::parse(r.events.front())["response"]["id"].get<std::string>();
+  }
+  return r.json()["id"].get<std::string>();
+}
+
+TEST(Gateway, ResponsesFollowUpsGoToTheNodeThatHoldsTheResponse) {
+  Cluster c({.nodes = 3});
+  Client cl(c.port());
+  // The first turn lands on n2: the other two look busy.
+  c.engine("n0").queue_depth = 40;
+  c.engine("n1").queue_depth = 40;
+  c.wait_polls();
+  const Reply first = cl.stream("/v1/responses", responses_body("turn 0", "", true));
+  ASSERT_EQ(first.status, 200u) << first.body;
+  ASSERT_EQ(first.header("X-CGN-Node"), "n2");
+  std::string previous = response_id_of(first);
+  // Now n2 looks busiest: only the response it holds keeps the follow-ups there.
+  c.engine("n0").queue_depth = 0;
+  c.engine("n1").queue_depth = 0;
+  c.engine("n2").queue_depth = 40;
+  c.wait_polls();
+  for (int turn = 1; turn <= 4; ++turn) {
+    const bool stream = turn % 2 == 0;
+    const std::string body = responses_body("turn " + std::to_string(turn), previous, stream);
+    const Reply r = stream ? cl.stream("/v1/responses", body) : cl.post("/v1/responses", body);
+    ASSERT_EQ(r.status, 200u) << r.body;
+    EXPECT_EQ(r.header("X-CGN-Node"), "n2") << "turn " << turn;
+    previous = response_id_of(r);
+  }
+  // A request without history goes where routing says.
+  const Reply fresh = cl.post("/v1/responses", responses_body("unrelated"));
+  ASSERT_EQ(fresh.status, 200u);
+  EXPECT_NE(fresh.header("X-CGN-Node"), "n2");
+  // Recorded once the answer is out: poll.
+  const std::string series =
+      R"(cgn_router_requests_total{model="test-model",endpoint="responses",code="200"})";
+  EXPECT_TRUE(cgn::testing::wait_until([&] { return c.metric(series) == 6.0; }, 10s)) << c.metric(series);
+  // Tokens from the Responses usage (input_tokens 7, output_tokens 1 per answer, buffered or streamed).
+  EXPECT_EQ(c.metric(R"(cgn_router_prompt_tokens_total{model="test-model"})"), 42.0);
+  EXPECT_EQ(c.metric(R"(cgn_router_generation_tokens_total{model="test-model"})"), 6.0);
+  EXPECT_EQ(c.engine("n2").seen().back().target, "/v1/responses");
+}
+
+TEST(Gateway, ResponsesFollowUpWhoseNodeIsGoneIsA400) {
+  Cluster c({.nodes = 2});
+  Client cl(c.port());
+  const Reply first = cl.post("/v1/responses", responses_body("hello"));
+  ASSERT_EQ(first.status, 200u) << first.body;
+  const std::string holder = first.header("X-CGN-Node");
+  c.engine(holder).stop();
+  const Reply r = cl.post("/v1/responses", responses_body("again", response_id_of(first)));
+  ASSERT_EQ(r.status, 400u) << r.body;
+  EXPECT_EQ(r.json()["error"]["code"], "previous_response_not_found");
+  EXPECT_EQ(r.json()["error"]["param"], "previous_response_id");
+  EXPECT_NE(r.json()["error"]["message"].get<std::string>().find(response_id_of(first)), std::string::npos);
+}
+
+TEST(Gateway, ResponsesUnknownPreviousIdIsRoutedAndTheEnginesAnswerRelayed) {
+  Cluster c({.nodes = 2});
+  Client cl(c.port());
+  const Reply r = cl.post("/v1/responses", responses_body("hi", "resp_made_elsewhere"));
+  EXPECT_EQ(r.status, 404u) << r.body;
+  EXPECT_EQ(r.json()["error"]["message"], "Response not found");
+}
+
+TEST(Gateway, ResponsesOnEnginesWithoutTheEndpointIsA400NamingIt) {
+  Cluster c({.nodes = 3});
+  Client cl(c.port());
+  c.engine("n0").serve_responses = false;
+  c.engine("n1").serve_responses = false;
+  // One of three serves it: the others are failed over.
+  for (int i = 0; i < 3; ++i) {
+    const Reply r = cl.post("/v1/responses", responses_body("hi " + std::to_string(i)));
+    ASSERT_EQ(r.status, 200u) << r.body;
+    EXPECT_EQ(r.header("X-CGN-Node"), "n2");
+  }
+  c.engine("n2").serve_responses = false;
+  const Reply r = cl.post("/v1/responses", responses_body("hi"));
+  ASSERT_EQ(r.status, 400u) << r.body;
+  EXPECT_EQ(r.json()["error"]["code"], "endpoint_not_supported");
+  EXPECT_NE(r.json()["error"]["message"].get<std::string>().find("/v1/responses"), std::string::npos);
+  // Chat still works on the same engines.
+  EXPECT_EQ(cl.post("/v1/chat/completions", chat_body("hi")).status, 200u);
+}
+
+TEST(Gateway, ResponsesBadBodyIsA400NamingTheField) {
+  Cluster c({.nodes = 1});
+  Client cl(c.port());
+  const Reply r =
+      cl.post("/v1/responses", R"({"model":"test-model","input":[{"type":"function_call_output"}]})");
+  ASSERT_EQ(r.status, 400u) << r.body;
+  EXPECT_EQ(r.json()["error"]["param"], "input[0].call_id");
+  EXPECT_EQ(c.engine(0).generations.load(), 0);
+}
+
 }  // namespace
 }  // namespace cgn::router

@@ -1,9 +1,13 @@
 #include "router/request_intake.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 
 #include "core/digest.h"
+#include "router/carbon/gate.h"
 #include "router/coro_warnings.h"
+#include "router/responses.h"
 
 namespace cgn::router {
 
@@ -38,16 +42,26 @@ Result<ClientHeaders, ApiError> parse_client_headers(const http::Request& req) {
   return h;
 }
 
-namespace {
-
 // The body, parsed and checked; an error for the client otherwise.
 Result<ParsedRequest, ApiError> parse_body(const RequestContext& ctx, Endpoint endpoint, GatewayServices& s,
-                                           RejectionLog& rejections) {
+                                           RejectionLog& rejections, std::string* previous_response_id) {
   RequestLimits limits;
   limits.max_body_bytes = s.rc.limits.max_body_bytes;
   limits.max_json_depth = s.rc.limits.max_json_depth;
   limits.max_messages = s.rc.limits.max_messages;
-  auto parsed = parse_openai_request(endpoint, ctx.req.body(), limits);
+  std::string_view body = ctx.req.body();
+  ResponsesRequest responses;
+  if (previous_response_id != nullptr) {
+    auto translated = translate_responses_request(body, limits);
+    if (!translated) {
+      return refusal(to_api_error(translated.error()));
+    }
+    responses = std::move(*translated);
+    *previous_response_id = responses.previous_response_id;
+    body = responses.chat_body;
+    limits.max_body_bytes = std::max(limits.max_body_bytes, body.size());  // the body was within it
+  }
+  auto parsed = parse_openai_request(endpoint, body, limits);
   if (!parsed) {
     return refusal(to_api_error(parsed.error()));
   }
@@ -62,10 +76,17 @@ Result<ParsedRequest, ApiError> parse_body(const RequestContext& ctx, Endpoint e
   return std::move(*parsed);
 }
 
+std::vector<Digest> prefix_digests(const ParsedRequest& pr, std::string_view model, uint32_t block_bytes) {
+  DigestSeedFields fields = digest_seed_fields(pr);
+  fields.model = model;
+  std::vector<Digest> out;
+  compute_prefix_digests(make_digest_seed(fields), pr.canonical_prompt, block_bytes, out, 8192);
+  return out;
+}
+
 // The routing signal: prefix digests, prompt size, session key.
-void set_route(RequestContext& ctx, const ParsedRequest& pr, uint32_t block_bytes) {
-  const Digest seed = make_digest_seed(digest_seed_fields(pr));
-  compute_prefix_digests(seed, pr.canonical_prompt, block_bytes, ctx.digests, 8192);
+void set_route(RequestContext& ctx, const ParsedRequest& pr, std::vector<Digest> digests) {
+  ctx.digests = std::move(digests);
   ctx.prompt_tokens = static_cast<uint64_t>(static_cast<double>(pr.canonical_prompt.size()) / 4.0);
   ctx.session_key = pr.session_key;
   if (ctx.session_key.empty()) {
@@ -75,15 +96,35 @@ void set_route(RequestContext& ctx, const ParsedRequest& pr, uint32_t block_byte
   }
 }
 
-}  // namespace
+std::optional<std::pair<ApiError, uint32_t>> carbon_deferral(const RequestContext& ctx,
+                                                             const GatewayServices& s) {
+  if (s.carbon == nullptr) {
+    return std::nullopt;
+  }
+  const carbon::Gate::Decision d = s.carbon->check(ctx.priority);
+  if (d.admit) {
+    return std::nullopt;
+  }
+  const auto& o = s.carbon->options();
+  return std::pair{
+      too_many_requests(fmt::format("Deferred for carbon: the grid's intensity is {:.0f} gCO2/kWh, above "
+                                    "the {:.0f} gCO2/kWh threshold for 'X-CGN-Priority: low' "
+                                    "requests; retry after the next reading.",
+                                    d.gco2_per_kwh, o.threshold_gco2_per_kwh),
+                        "carbon_intensity_high"),
+      d.retry_after_s};
+}
 
 asio::awaitable<std::optional<Admitted>> admit(http::Exchange& ex, Endpoint endpoint, GatewayServices& s,
-                                               RejectionLog& rejections) {
+                                               RejectionLog& rejections, bool responses_api) {
   const RequestIds ids = request_ids(ex.request());
-  Admitted a{
-      RequestContext{ex, ex.request(), ids.client, ids.upstream, ex.remote_address(),
-                     std::string(kUnknownModel), endpoint_name(endpoint), std::chrono::steady_clock::now()},
-      Admission::Slot{}, false};
+  const std::string_view label =
+      responses_api ? kResponsesEndpoint : std::string_view(endpoint_name(endpoint));
+  Admitted a{RequestContext{ex, ex.request(), ids.client, ids.upstream, ex.remote_address(),
+                            std::string(kUnknownModel), label, std::chrono::steady_clock::now()},
+             Admission::Slot{},
+             false,
+             {}};
   RequestContext& ctx = a.ctx;
   auto headers = parse_client_headers(ctx.req);
   if (!headers) {
@@ -92,10 +133,37 @@ asio::awaitable<std::optional<Admitted>> admit(http::Exchange& ex, Endpoint endp
   }
   ctx.priority = std::move(headers->priority);
   ctx.deadline_ms = headers->deadline_ms;
-  auto parsed = parse_body(ctx, endpoint, s, rejections);
+  auto parsed = parse_body(ctx, endpoint, s, rejections, responses_api ? &a.previous_response_id : nullptr);
   if (!parsed) {
     co_await answer_error(ctx, s.metrics, parsed.error().code);
     co_return std::nullopt;
+  }
+  if (const auto alias = s.rc.cascade.aliases.find(parsed->model); alias != s.rc.cascade.aliases.end()) {
+    if (responses_api || endpoint == Endpoint::kEmbeddings) {
+      co_await answer_error(
+          ctx, s.metrics,
+          bad_request("The model '" + alias->first +
+                          "' is a cascade, served on /v1/chat/completions and /v1/completions only.",
+                      "model", "model_not_supported"));
+      co_return std::nullopt;
+    }
+    ctx.model = alias->first;  // a label value: it is in the configuration
+    ctx.stream = parsed->stream;
+    // No digests yet: each step has its own (its model seeds them), made once admitted.
+    set_route(ctx, *parsed, {});
+    if (auto deferred = carbon_deferral(ctx, s); deferred) {
+      s.metrics.admission_rejected(ctx.model, "carbon");
+      co_await answer_error(ctx, s.metrics, deferred->first, deferred->second);
+      co_return std::nullopt;
+    }
+    a.cascade = &alias->second;
+    a.cascade_alias = alias->first;
+    a.has_tools = parsed->has_tools;
+    for (const config::CascadeStepConfig& step : alias->second.steps) {
+      a.cascade_digests.push_back(prefix_digests(*parsed, step.model, s.rc.routing.block_bytes));
+    }
+    ctx.digests = a.cascade_digests.front();  // the first step's, until the plan routes each step
+    co_return std::move(a);
   }
   const NodeTable::ModelInfo info = s.nodes.lookup(parsed->model);
   if (!info.served) {
@@ -107,8 +175,13 @@ asio::awaitable<std::optional<Admitted>> admit(http::Exchange& ex, Endpoint endp
   }
   ctx.model = parsed->model;  // a label value now: some node serves it
   ctx.stream = parsed->stream;
-  set_route(ctx, *parsed, s.rc.routing.block_bytes);
-  a.disaggregated = info.disaggregated;
+  set_route(ctx, *parsed, prefix_digests(*parsed, parsed->model, s.rc.routing.block_bytes));
+  a.disaggregated = info.disaggregated && !responses_api;  // a Responses body has no P/D rewrite
+  if (auto deferred = carbon_deferral(ctx, s); deferred) {
+    s.metrics.admission_rejected(ctx.model, "carbon");
+    co_await answer_error(ctx, s.metrics, deferred->first, deferred->second);
+    co_return std::nullopt;
+  }
   // P/D: this slot is the decode leg's; the prefill leg takes its own (model, prefill) slot.
   a.slot = s.admission.try_acquire(ctx.model, info.disaggregated ? "decode" : "both");
   if (!a.slot.held()) {

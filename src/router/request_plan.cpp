@@ -26,14 +26,14 @@ ApiError route_refusal(const RequestContext& ctx, routing::RouteError code, Gate
 
 }  // namespace
 
-asio::awaitable<void> serve_ranked(RequestContext& ctx, Dispatcher& d, GatewayServices& s,
+asio::awaitable<bool> serve_ranked(RequestContext& ctx, Dispatcher& d, GatewayServices& s,
                                    const Dispatcher::Step& step, bool decode_order) {
   auto ranked = s.nodes.rank(ctx.route(), s.max_attempts, decode_order);
   if (!ranked) {
     uint32_t retry_after_s = 0;
     const ApiError e = route_refusal(ctx, ranked.error().code, s, retry_after_s);
     co_await answer_error(ctx, s.metrics, e, retry_after_s);
-    co_return;
+    co_return false;
   }
   const routing::Decision& decision = ranked->decision;
   const double ratio =
@@ -49,12 +49,13 @@ asio::awaitable<void> serve_ranked(RequestContext& ctx, Dispatcher& d, GatewaySe
                                       decision.ranked.front().ttft_s, ctx.deadline_ms),
                           "deadline_exceeded");
     co_await answer_error(ctx, s.metrics, e, std::max<uint32_t>(1, s.admission.retry_after_s()));
-    co_return;
+    co_return false;
   }
   Dispatcher::Outcome out = co_await d.run(ctx, step, ranked->targets);
   if (out.kind == Dispatcher::Outcome::Kind::kFailed) {
     co_await d.answer_failure(ctx, out);
   }
+  co_return out.kind == Dispatcher::Outcome::Kind::kDone;
 }
 
 asio::awaitable<void> AggregatedPlan::serve(RequestContext& ctx, Dispatcher& d) {

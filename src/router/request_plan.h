@@ -6,8 +6,8 @@
 //   PdPlan          (disagg.h) a buffered prefill step, then a relayed decode step with the
 //                   prefill's kv_transfer_params.
 //
-// A cascade (a buffered step, a decision on its answer, a streamed step) is one more plan on
-// the same interface; the tests hold one (dispatcher_itest.cpp).
+//   CascadePlan     (cascade_plan.h) buffered gated steps on cheap models, then the last model
+//                   relayed (aggregated or P/D) when every gate escalates.
 //
 // Threads: a plan lives for one request on one server worker.
 #pragma once
@@ -27,8 +27,8 @@ class RequestPlan {
 
 // Ranks the nodes for ctx.rr (decode order for a decode leg) and runs `step` on them, relayed:
 // 429 when every node is overloaded or the deadline cannot be met, 503 when no node can serve,
-// 502/504 when every attempt fails.
-boost::asio::awaitable<void> serve_ranked(RequestContext& ctx, Dispatcher& d, GatewayServices& s,
+// 502/504 when every attempt fails. True when a node's answer reached the client.
+boost::asio::awaitable<bool> serve_ranked(RequestContext& ctx, Dispatcher& d, GatewayServices& s,
                                           const Dispatcher::Step& step, bool decode_order);
 
 class AggregatedPlan final : public RequestPlan {

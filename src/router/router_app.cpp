@@ -1,13 +1,8 @@
 #include "router/router_app.h"
 
-#include <poll.h>
-#include <pthread.h>
-#include <sys/eventfd.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +18,20 @@ namespace {
 
 Error<int> failure(int status, const std::string& why) {
   return cli_exit(status, "cgn-router: " + why + "\n");
+}
+
+// [router.grpc] over `gw`'s HTTP pipeline (set once it has started). Declares the gRPC call
+// counter.
+grpc_api::GrpcApiOptions grpc_options(const config::RouterConfig& rc, Gateway& gw) {
+  grpc_api::GrpcApiOptions o;
+  o.listen = rc.grpc.listen;
+  o.tls_cert = rc.grpc.tls_cert;
+  o.tls_key = rc.grpc.tls_key;
+  o.tls_client_ca = rc.grpc.tls_client_ca;
+  o.max_message_bytes = rc.limits.max_body_bytes;
+  o.serving = [&gw] { return gw.healthy_nodes() > 0; };
+  o.requests = &gw.metrics().grpc_requests();
+  return o;
 }
 
 }  // namespace
@@ -67,12 +76,27 @@ CliResult<uint16_t> RouterApp::start() {
   cluster::StateStore* backend = store->get();
   gateway_ = std::make_unique<Gateway>(setup_.gateway, std::move(*store), std::move(*keys));
   backend->attach_metrics(gateway_->metrics().registry());
+  auto grpc_opts = grpc_options(cfg.router, *gateway_);
   auto port = gateway_->start();
   if (!port) {
     gateway_.reset();  // stops whatever half of it started
     return failure(1, port.error().message);
   }
   port_ = *port;
+  if (!cfg.router.grpc.listen.empty()) {
+    grpc_opts.check_head = gateway_->head_check();
+    grpc_opts.routes = &gateway_->local_routes();
+    grpc_opts.http_server = gateway_->server();
+    grpc_ = std::make_unique<grpc_api::GrpcApi>(std::move(grpc_opts));
+    auto gport = grpc_->start();
+    if (!gport) {
+      grpc_.reset();
+      stop(clock_.now());
+      gateway_.reset();
+      return failure(gport.error().code == grpc_api::GrpcApiError::kConfig ? 2 : 1, gport.error().message);
+    }
+    grpc_port_ = *gport;
+  }
   if (!setup_.port_file.empty()) {
     if (auto written = write_port_file(setup_.port_file, port_); !written) {
       stop(clock_.now());
@@ -91,7 +115,11 @@ void RouterApp::stop(Nanos deadline) {
   const auto grace = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::nanoseconds(std::max<Nanos>(0, deadline - clock_.now())));
   CGN_LOG_INFO(router_log(), "shutting down", log::kv("grace_ms", grace.count()));
-  gateway_->stop(grace);
+  if (grpc_) {
+    grpc_->stop(grace);
+  }
+  gateway_->stop(std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::nanoseconds(std::max<Nanos>(0, deadline - clock_.now()))));
 }
 
 Nanos RouterApp::shutdown_deadline() const {
@@ -117,62 +145,6 @@ Status<OptionsError> RouterApp::reload() {
     }
   }
   return Ok{};
-}
-
-HangupSignal::HangupSignal() {
-  sigemptyset(&set_);
-  sigaddset(&set_, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-}
-
-HangupSignal::~HangupSignal() {
-  stop();
-}
-
-CliResult<Ok> HangupSignal::start(std::function<void()> on_hangup) {
-  if (thread_.joinable()) {
-    return Ok{};
-  }
-  signal_fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC);
-  wake_fd_ = signal_fd_ < 0 ? -1 : ::eventfd(0, EFD_CLOEXEC);
-  if (signal_fd_ < 0 || wake_fd_ < 0) {
-    const int err = errno;
-    stop();  // closes what was opened
-    return failure(1, std::string("cannot wait for SIGHUP: ") + std::strerror(err));
-  }
-  thread_ = std::thread([this, on_hangup = std::move(on_hangup)] {
-    for (;;) {
-      pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-      if (::poll(fds, 2, -1) < 0) {
-        if (errno == EINTR) {
-          continue;
-        }
-        return;
-      }
-      if (fds[1].revents != 0) {
-        return;
-      }
-      signalfd_siginfo info{};
-      if (fds[0].revents != 0 && ::read(signal_fd_, &info, sizeof info) == sizeof info) {
-        on_hangup();
-      }
-    }
-  });
-  return Ok{};
-}
-
-void HangupSignal::stop() {
-  if (thread_.joinable()) {
-    const uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof one);
-    thread_.join();
-  }
-  for (int* fd : {&signal_fd_, &wake_fd_}) {
-    if (*fd >= 0) {
-      ::close(*fd);
-      *fd = -1;
-    }
-  }
 }
 
 }  // namespace cgn::router

@@ -1,6 +1,6 @@
 // cgn-router as one application object (docs/design/lifecycle.md): parsed options in
 // (RouterSetup, options.h), start() / stop(deadline) / reload() out; main.cpp only adds the
-// signals (ShutdownSignals for SIGTERM/SIGINT, HangupSignal for SIGHUP).
+// signals (core/signals.h: ShutdownSignals for SIGTERM/SIGINT, HangupSignal for SIGHUP).
 //
 // What it runs, in start order: the log configuration, the API keys, the state backend
 // (make_state_store, state_backend.h) and the Gateway over them (gateway.h), which owns every
@@ -20,6 +20,7 @@
 #include "core/cli_exit.h"
 #include "core/clock.h"
 #include "router/gateway.h"
+#include "router/grpc_api/server.h"
 #include "router/options.h"
 
 namespace cgn::router {
@@ -55,6 +56,8 @@ class RouterApp {
   Status<OptionsError> reload();
 
   uint16_t port() const { return port_; }
+  // The [router.grpc] listener's port; 0 when there is none.
+  uint16_t grpc_port() const { return grpc_port_; }
   // The running gateway (introspection for tests); null before start() and after a failed one.
   Gateway* gateway() { return gateway_.get(); }
 
@@ -62,30 +65,11 @@ class RouterApp {
   RouterSetup setup_;
   const Clock& clock_;
   std::unique_ptr<Gateway> gateway_;
+  // [router.grpc]: runs calls through gateway_'s HTTP pipeline; stopped before it.
+  std::unique_ptr<grpc_api::GrpcApi> grpc_;
   uint16_t port_ = 0;
+  uint16_t grpc_port_ = 0;
   bool stopped_ = false;
-};
-
-// SIGHUP for cgn-router. The constructor blocks SIGHUP in the calling thread: construct it in
-// main before any thread starts (beside ShutdownSignals), so every thread inherits the mask and
-// the signal is only ever taken here. start() starts one thread that calls `on_hangup` for each
-// SIGHUP (signalfd); stop() (and the destructor) ends and joins it.
-class HangupSignal {
- public:
-  HangupSignal();
-  ~HangupSignal();
-  HangupSignal(const HangupSignal&) = delete;
-  HangupSignal& operator=(const HangupSignal&) = delete;
-
-  // The exit status 1 and "cgn-router: <why>\n" when the descriptors cannot be opened.
-  CliResult<Ok> start(std::function<void()> on_hangup);
-  void stop();
-
- private:
-  sigset_t set_{};
-  int signal_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd: written by stop()
-  std::thread thread_;
 };
 
 }  // namespace cgn::router

@@ -50,6 +50,15 @@ RouterMetrics::RouterMetrics()
       pd_handoff_(registry_.histogram("cgn_router_pd_handoff_seconds",
                                       "From the prefill node's answer to the decode node's first byte.", {},
                                       ttft_buckets())),
+      cascade_steps_(registry_.counter("cgn_router_cascade_steps_total",
+                                       "Cascade steps by alias, step (1-based) and outcome (accepted, "
+                                       "escalated, failed, skipped).",
+                                       {"alias", "step", "outcome"})),
+      cascade_gate_(registry_.histogram("cgn_router_cascade_gate_seconds",
+                                        "Time a gated cascade step took (added before the answer), by alias.",
+                                        {"alias"}, duration_buckets())),
+      grpc_requests_(registry_.counter("cgn_router_grpc_requests_total",
+                                       "gRPC calls by method and status code.", {"method", "code"})),
       node_info_(registry_.gauge("cgn_cluster_node_info", "One series per node and model (value 1).",
                                  {"node", "model", "engine", "role", "gpu_name"})),
       node_up_(registry_.gauge("cgn_cluster_node_up",
@@ -60,7 +69,17 @@ RouterMetrics::RouterMetrics()
           registry_.gauge("cgn_cluster_node_kv_used_ratio", "KV cache use of the node (0..1).", {"node"})),
       node_power_(registry_.gauge("cgn_cluster_node_power_watts", "Power draw of the node.", {"node"})),
       node_limit_(registry_.gauge("cgn_cluster_node_watt_limit", "Soft power limit of the node.", {"node"})),
-      node_cordoned_(registry_.gauge("cgn_cluster_node_cordoned", "1 when the node is cordoned.", {"node"})) {
+      node_cordoned_(registry_.gauge("cgn_cluster_node_cordoned", "1 when the node is cordoned.", {"node"})),
+      carbon_intensity_(registry_.gauge("cgn_router_carbon_intensity_gco2_per_kwh",
+                                        "Latest grid carbon intensity from the [router.carbon] provider.",
+                                        {"provider", "zone"})),
+      carbon_age_(registry_.gauge("cgn_router_carbon_reading_age_seconds",
+                                  "Age of the latest successful carbon reading.", {"provider", "zone"})),
+      carbon_gate_(registry_.gauge(
+          "cgn_router_carbon_gate_state",
+          "Carbon gate state: 1 on the current one (admit, defer, no_reading, stale).", {"state"})),
+      carbon_failures_(registry_.counter("cgn_router_carbon_poll_failures_total",
+                                         "Failed carbon-provider polls by reason.", {"reason"})) {
   // Series with no labels exist from the start, so every family shows in the first scrape.
   index_entries_.with({}).set(0);
   (void)ttft_.with({});
@@ -75,7 +94,15 @@ void RouterMetrics::request_done(std::string_view model, std::string_view endpoi
   duration_.with({std::string(model), std::string(endpoint)}).observe(seconds);
 }
 
-void RouterMetrics::tokens(std::string_view model, double prompt, double generation) {
+void RouterMetrics::tokens(std::string_view model, double prompt, double generation, std::string_view node) {
+  if (generation > 0 && !node.empty()) {
+    std::lock_guard lock(node_tokens_mu_);
+    auto it = node_tokens_.find(node);
+    if (it == node_tokens_.end()) {
+      it = node_tokens_.emplace(std::string(node), 0.0).first;
+    }
+    it->second += generation;
+  }
   if (prompt > 0) {
     prompt_tokens_.with({std::string(model)}).add(prompt);
   }
@@ -110,6 +137,20 @@ void RouterMetrics::pd_leg(std::string_view model, std::string_view leg, std::st
   pd_legs_.with({std::string(model), std::string(leg), std::string(outcome)}).inc();
 }
 
+void RouterMetrics::carbon_state(std::string_view provider, std::string_view zone,
+                                 std::optional<double> gco2_per_kwh, std::optional<double> age_s,
+                                 std::string_view state, std::span<const std::string_view> states) {
+  if (gco2_per_kwh) {
+    carbon_intensity_.with({std::string(provider), std::string(zone)}).set(*gco2_per_kwh);
+  }
+  if (age_s) {
+    carbon_age_.with({std::string(provider), std::string(zone)}).set(*age_s);
+  }
+  for (std::string_view s : states) {
+    carbon_gate_.with({std::string(s)}).set(s == state ? 1 : 0);
+  }
+}
+
 void RouterMetrics::refresh_cluster(const std::vector<NodeSnapshot>& nodes,
                                     std::optional<double> tokens_per_watt) {
   std::lock_guard lock(mirror_mu_);
@@ -137,6 +178,67 @@ void RouterMetrics::refresh_cluster(const std::vector<NodeSnapshot>& nodes,
   }
   power_total_ = power;
   tokens_per_watt_ = tokens_per_watt;
+  refresh_energy(nodes);
+}
+
+void RouterMetrics::refresh_energy(const std::vector<NodeSnapshot>& nodes) {
+  std::map<std::string, double> tokens;
+  {
+    std::lock_guard lock(node_tokens_mu_);
+    tokens.insert(node_tokens_.begin(), node_tokens_.end());
+  }
+  std::map<std::string, EnergyMark> marks;
+  node_energy_.clear();
+  node_joules_per_token_.clear();
+  double fleet_joules = 0;
+  double fleet_tokens = 0;
+  for (const auto& n : nodes) {
+    if (!n.energy_joules) {
+      continue;  // unknown: no series, and the next known reading starts a new window
+    }
+    node_energy_[n.name] = *n.energy_joules;
+    const auto t = tokens.find(n.name);
+    const EnergyMark now{*n.energy_joules, t == tokens.end() ? 0.0 : t->second};
+    marks[n.name] = now;
+    const auto prev = energy_marks_.find(n.name);
+    if (prev == energy_marks_.end()) {
+      continue;
+    }
+    const double dj = now.joules - prev->second.joules;
+    const double dt = now.tokens - prev->second.tokens;
+    if (dj < 0 || dt <= 0) {
+      continue;
+    }
+    node_joules_per_token_[n.name] = dj / dt;
+    fleet_joules += dj;
+    fleet_tokens += dt;
+  }
+  energy_marks_ = std::move(marks);
+  joules_per_token_ = fleet_tokens > 0 ? std::optional<double>(fleet_joules / fleet_tokens) : std::nullopt;
+}
+
+std::string RouterMetrics::render_energy() const {
+  std::string out =
+      "# HELP cgn_cluster_node_energy_joules_total Energy the node's power reader counted (J, cumulative).\n"
+      "# TYPE cgn_cluster_node_energy_joules_total counter\n";
+  for (const auto& [node, j] : node_energy_) {
+    out += "cgn_cluster_node_energy_joules_total{node=\"" + metrics::escape_label_value(node) + "\"} " +
+           metrics::format_value(j) + "\n";
+  }
+  out +=
+      "# HELP cgn_cluster_node_joules_per_token Energy per generated token of the node over the last mirror "
+      "period.\n# TYPE cgn_cluster_node_joules_per_token gauge\n";
+  for (const auto& [node, jpt] : node_joules_per_token_) {
+    out += "cgn_cluster_node_joules_per_token{node=\"" + metrics::escape_label_value(node) + "\"} " +
+           metrics::format_value(jpt) + "\n";
+  }
+  out +=
+      "# HELP cgn_cluster_joules_per_token Energy per generated token of the nodes that report energy, over "
+      "the last mirror period.\n# TYPE cgn_cluster_joules_per_token gauge\n";
+  if (joules_per_token_) {
+    out += "cgn_cluster_joules_per_token " + metrics::format_value(*joules_per_token_) + "\n";
+  }
+  return out;
 }
 
 std::string RouterMetrics::render() {
@@ -156,6 +258,7 @@ std::string RouterMetrics::render() {
   if (tokens_per_watt_) {
     out += "cgn_cluster_tokens_per_watt " + metrics::format_value(*tokens_per_watt_) + "\n";
   }
+  out += render_energy();
   return out;
 }
 

@@ -12,12 +12,21 @@
 // have no sample (their families stay listed), so a dashboard shows "no data", not 0 W. A
 // label-less registry family always exports a sample, so render() appends these two itself.
 //
+// Energy: cgn_cluster_node_energy_joules_total is each node's cumulative energy as its record
+// reports it (a counter; absent while unknown). cgn_cluster_node_joules_per_token and the fleet's
+// cgn_cluster_joules_per_token are energy deltas over generated-token deltas between two mirror
+// refreshes (the tokens the router relayed from that node); no sample when a node's energy is
+// unknown in either refresh, went backwards (agent restart) or no token was generated meanwhile.
+// The fleet figure sums only the nodes that have a node figure's inputs.
+//
 // Thread-safety: every method is safe from any thread.
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,8 +47,9 @@ struct NodeSnapshot {
   double queue_depth = 0;
   double running = 0;
   double kv_used_ratio = 0;
-  std::optional<double> power_watts;  // nullopt: the node reports none
-  double watt_limit = 0;              // 0: none
+  std::optional<double> power_watts;    // nullopt: the node reports none
+  std::optional<double> energy_joules;  // cumulative; nullopt: the node reports none
+  double watt_limit = 0;                // 0: none
   bool cordoned = false;
 };
 
@@ -51,7 +61,8 @@ class RouterMetrics {
 
   void request_done(std::string_view model, std::string_view endpoint, unsigned code, double seconds);
   void ttft(double seconds) { ttft_.with({}).observe(seconds); }
-  void tokens(std::string_view model, double prompt, double generation);
+  // `node`: the node that generated them ("" for none known, e.g. a federation peer).
+  void tokens(std::string_view model, double prompt, double generation, std::string_view node = {});
   void decision(double seconds, double overlap_ratio);
   void admission_rejected(std::string_view model, std::string_view reason);
   // Intake refused a connection or request (router/intake.h reject_reason).
@@ -64,6 +75,25 @@ class RouterMetrics {
   //   decode:  pull (sent with params), recompute (no params), fallback (no prefill node)
   void pd_leg(std::string_view model, std::string_view leg, std::string_view outcome);
   void pd_handoff(double seconds) { pd_handoff_.with({}).observe(seconds); }
+  // A cascade ([router.cascade], cascade_plan.h): one step of `alias` (its 1-based index) ended
+  // accepted, escalated, failed or skipped; and the time a gated step added before the answer.
+  void cascade_step(std::string_view alias, size_t step, std::string_view outcome) {
+    cascade_steps_.with({std::string(alias), std::to_string(step), std::string(outcome)}).inc();
+  }
+  void cascade_gate(std::string_view alias, double seconds) {
+    cascade_gate_.with({std::string(alias)}).observe(seconds);
+  }
+  // The gRPC API (grpc_api/): calls by method and status code. Declared whether or not gRPC is
+  // on (the dashboard's metric contract lists it); the gRPC server counts into it.
+  metrics::CounterFamily& grpc_requests() { return grpc_requests_; }
+
+  // Carbon-aware admission ([router.carbon], router/carbon/): the latest reading and its age
+  // (nullopt before the first: no sample), the gate's state (one series per state, the current one
+  // 1), and a failed poll by reason. Rejections go through admission_rejected(model, "carbon").
+  void carbon_state(std::string_view provider, std::string_view zone, std::optional<double> gco2_per_kwh,
+                    std::optional<double> age_s, std::string_view state,
+                    std::span<const std::string_view> states);
+  void carbon_poll_failed(std::string_view reason) { carbon_failures_.with({std::string(reason)}).inc(); }
 
   // Replaces the cluster mirror with `nodes`; tokens_per_watt is computed by the caller (nullopt:
   // unknown, no sample).
@@ -92,6 +122,9 @@ class RouterMetrics {
   metrics::CounterFamily& federation_;
   metrics::CounterFamily& pd_legs_;
   metrics::HistogramFamily& pd_handoff_;
+  metrics::CounterFamily& cascade_steps_;
+  metrics::HistogramFamily& cascade_gate_;
+  metrics::CounterFamily& grpc_requests_;
   metrics::GaugeFamily& node_info_;
   metrics::GaugeFamily& node_up_;
   metrics::GaugeFamily& node_queue_;
@@ -100,11 +133,28 @@ class RouterMetrics {
   metrics::GaugeFamily& node_power_;
   metrics::GaugeFamily& node_limit_;
   metrics::GaugeFamily& node_cordoned_;
+  metrics::GaugeFamily& carbon_intensity_;
+  metrics::GaugeFamily& carbon_age_;
+  metrics::GaugeFamily& carbon_gate_;
+  metrics::CounterFamily& carbon_failures_;
 
   mutable std::mutex mirror_mu_;           // refresh_cluster vs render: a scrape never sees half a mirror
   std::optional<double> power_total_;      // nullopt: no node reports power
   std::optional<double> tokens_per_watt_;  // nullopt: unknown
   std::atomic<double> generation_sum_{0};
+
+  struct EnergyMark {
+    double joules = 0;
+    double tokens = 0;
+  };
+  void refresh_energy(const std::vector<NodeSnapshot>& nodes);  // under mirror_mu_
+  std::string render_energy() const;                            // under mirror_mu_
+  mutable std::mutex node_tokens_mu_;
+  std::map<std::string, double, std::less<>> node_tokens_;  // guarded by node_tokens_mu_
+  std::map<std::string, EnergyMark> energy_marks_;          // guarded by mirror_mu_: the last refresh
+  std::map<std::string, double> node_energy_;               // guarded by mirror_mu_
+  std::map<std::string, double> node_joules_per_token_;     // guarded by mirror_mu_
+  std::optional<double> joules_per_token_;                  // guarded by mirror_mu_
 };
 
 }  // namespace cgn::router

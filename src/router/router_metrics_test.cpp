@@ -49,6 +49,47 @@ TEST(RouterMetrics, UnknownPowerHasNoSampleAndOnlyKnownPowerIsSummed) {
   EXPECT_NE(text.find("\ncgn_cluster_tokens_per_watt 0.25\n"), std::string::npos) << text;
 }
 
+NodeSnapshot energy_node(std::string name, std::optional<double> joules) {
+  NodeSnapshot n = node(std::move(name), 100);
+  n.energy_joules = joules;
+  return n;
+}
+
+bool has(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos;
+}
+
+TEST(RouterMetrics, JoulesPerTokenComesFromEnergyAndTokenDeltas) {
+  RouterMetrics m;
+  m.tokens("m", 0, 100, "a");  // before the first refresh: not in any window
+  m.refresh_cluster({energy_node("a", 1000), energy_node("b", 500), energy_node("c", std::nullopt)}, std::nullopt);
+  std::string text = m.render();
+  EXPECT_TRUE(has(text, "cgn_cluster_node_energy_joules_total{node=\"a\"} 1000")) << text;
+  EXPECT_TRUE(has(text, "cgn_cluster_node_energy_joules_total{node=\"b\"} 500")) << text;
+  EXPECT_EQ(text.find("cgn_cluster_node_energy_joules_total{node=\"c\"}"), std::string::npos) << text;
+  // One refresh is no window yet: no J/token.
+  EXPECT_EQ(text.find("\ncgn_cluster_joules_per_token "), std::string::npos) << text;
+  EXPECT_EQ(text.find("\ncgn_cluster_node_joules_per_token{"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE cgn_cluster_joules_per_token gauge"), std::string::npos) << text;
+
+  m.tokens("m", 10, 200, "a");  // a: 600 J over 200 tokens = 3 J/token
+  m.tokens("m", 10, 50, "b");   // b: 100 J over 50 tokens = 2 J/token
+  m.tokens("m", 10, 70, "c");   // c: tokens, but no energy
+  m.refresh_cluster({energy_node("a", 1600), energy_node("b", 600), energy_node("c", std::nullopt)}, std::nullopt);
+  text = m.render();
+  EXPECT_TRUE(has(text, "cgn_cluster_node_joules_per_token{node=\"a\"} 3")) << text;
+  EXPECT_TRUE(has(text, "cgn_cluster_node_joules_per_token{node=\"b\"} 2")) << text;
+  EXPECT_EQ(text.find("cgn_cluster_node_joules_per_token{node=\"c\"}"), std::string::npos) << text;
+  EXPECT_TRUE(has(text, "cgn_cluster_joules_per_token 2.8")) << text;  // 700 J / 250 tokens
+
+  // No tokens in the next window, and b's counter went backwards (agent restart): no samples.
+  m.refresh_cluster({energy_node("a", 1700), energy_node("b", 10)}, std::nullopt);
+  text = m.render();
+  EXPECT_EQ(text.find("\ncgn_cluster_node_joules_per_token{"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\ncgn_cluster_joules_per_token "), std::string::npos) << text;
+  EXPECT_TRUE(has(text, "cgn_cluster_node_energy_joules_total{node=\"b\"} 10")) << text;
+}
+
 TEST(RouterMetrics, AMirrorRefreshDropsNodesThatLeft) {
   RouterMetrics m;
   m.refresh_cluster({node("a", 0), node("gone", 0)}, 0);

@@ -139,6 +139,10 @@ bool apply_update(NodeState& s, const NodeUpdate& u, UpdateSource source, Nanos 
     // A reading that is not a number or below zero is no reading.
     s.power_watts = std::isfinite(*u.power_watts) && *u.power_watts >= 0 ? u.power_watts : std::nullopt;
   }
+  if (u.energy_joules) {
+    s.energy_joules =
+        std::isfinite(*u.energy_joules) && *u.energy_joules >= 0 ? u.energy_joules : std::nullopt;
+  }
   if (u.watt_limit_watts) {
     s.watt_limit_watts = non_negative(*u.watt_limit_watts);
   }

@@ -67,6 +67,8 @@ struct NodeState {
   // soft limit; 0 = none.
   std::optional<double> power_watts;
   double watt_limit_watts = 0;
+  // Cumulative energy (J) from the node's counters; nullopt = unknown. The router's gauges only.
+  std::optional<double> energy_joules;
 
   GpuIdentity gpu;
   // Measured prefill speed of this node (tokens/s); 0 = use the policy default.
@@ -103,6 +105,7 @@ struct NodeUpdate {
   std::optional<uint64_t> kv_epoch;
   std::optional<double> power_watts;
   std::optional<double> watt_limit_watts;
+  std::optional<double> energy_joules;  // like power_watts: NaN or negative clears it
   std::optional<GpuIdentity> gpu;
   std::optional<double> prefill_tokens_per_s;
   std::optional<Liveness> liveness;

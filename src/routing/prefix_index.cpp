@@ -79,10 +79,16 @@ struct List {
 };
 
 struct NodeLists {
-  List lists[2];          // indexed by EntryState
-  uint32_t capacity = 0;  // 0 = default
-  uint32_t total() const { return lists[0].count + lists[1].count; }
+  List lists[3];          // indexed by list_of: optimistic, confirmed (engine), confirmed (RAM/SSD)
+  uint32_t capacity = 0;  // 0 = default; bounds lists 0 and 1
+  uint32_t engine_total() const { return lists[0].count + lists[1].count; }
+  uint32_t total() const { return engine_total() + lists[2].count; }
 };
+
+constexpr int kTierList = 2;
+int list_of(EntryState s, Tier t) {
+  return s == EntryState::kConfirmed && t != Tier::kEngine ? kTierList : static_cast<int>(s);
+}
 
 }  // namespace
 
@@ -331,7 +337,7 @@ void PrefixIndex::Impl::remove_entry(uint32_t eid, size_t& live_entries, size_t&
   if (pos >= 0) {
     im.remove_holder(r, static_cast<uint16_t>(pos));
   }
-  im.unlink(im.nodes[e.node].lists[static_cast<int>(e.state)], eid);
+  im.unlink(im.nodes[e.node].lists[list_of(e.state, e.tier)], eid);
   im.entries.release(eid);
   --live_entries;
   if (r.count == 0) {
@@ -346,8 +352,11 @@ void PrefixIndex::set_node_capacity(NodeIndex node, uint32_t capacity) {
   NodeLists& nl = im.node_lists(node);
   nl.capacity = capacity;
   const uint32_t cap = node_capacity(node);
-  while (nl.total() > cap) {
+  while (nl.engine_total() > cap) {
     im.remove_entry(im.lru_entry(nl), live_entries_, live_records_);
+  }
+  while (nl.lists[kTierList].count > config_.max_tier_entries) {
+    im.remove_entry(nl.lists[kTierList].tail, live_entries_, live_records_);
   }
 }
 
@@ -374,7 +383,12 @@ void PrefixIndex::enforce_max_entries() {
         fullest = n;
       }
     }
-    im.remove_entry(im.lru_entry(im.nodes[fullest]), live_entries_, live_records_);
+    const NodeLists& nl = im.nodes[fullest];
+    const uint32_t engine = im.lru_entry(nl);
+    const uint32_t tier = nl.lists[kTierList].tail;
+    const bool tier_first =
+        engine == kNil || (tier != kNil && im.entries[tier].touched_at <= im.entries[engine].touched_at);
+    im.remove_entry(tier_first ? tier : engine, live_entries_, live_records_);
   }
 }
 
@@ -399,7 +413,7 @@ void PrefixIndex::Impl::upsert_one(NodeIndex node, const Digest& d, Nanos now, U
       Holder& hd = im.holder_at(r, static_cast<uint16_t>(pos));
       Entry& e = im.entries[hd.entry];
       NodeLists& nl = im.nodes[node];
-      im.unlink(nl.lists[static_cast<int>(e.state)], hd.entry);
+      im.unlink(nl.lists[list_of(e.state, e.tier)], hd.entry);
       if (u.confirm) {
         e.state = EntryState::kConfirmed;
         e.tier = u.tier;
@@ -407,7 +421,7 @@ void PrefixIndex::Impl::upsert_one(NodeIndex node, const Digest& d, Nanos now, U
         hd.tier = u.tier;
       }
       e.touched_at = now;
-      im.link_front(nl.lists[static_cast<int>(e.state)], hd.entry);
+      im.link_front(nl.lists[list_of(e.state, e.tier)], hd.entry);
       return;
     }
   }
@@ -418,7 +432,7 @@ void PrefixIndex::Impl::upsert_one(NodeIndex node, const Digest& d, Nanos now, U
   e.node = node;
   e.state = u.state;
   e.tier = u.tier;
-  im.link_front(im.node_lists(node).lists[static_cast<int>(u.state)], eid);
+  im.link_front(im.node_lists(node).lists[list_of(u.state, u.tier)], eid);
   im.add_holder(im.records[rid], Holder{eid, node, u.state, u.tier});
   ++live_entries;
 }

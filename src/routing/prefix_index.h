@@ -6,8 +6,9 @@
 //     into a per-record overflow vector, which only hot shared prefixes need),
 //   - one 24-byte entry per (digest, node) holding the node's recency links and touch time.
 // Records and entries live in chunked slabs (stable ids, no reallocation copies).
-// Each node has two recency lists (optimistic, confirmed); capacity pruning evicts the least
-// recently touched entry of the two tails, TTL pruning walks the optimistic tail.
+// Each node has three recency lists (optimistic, confirmed in the engine, confirmed in a kvcached
+// tier); capacity pruning evicts the least recently touched entry of the first two tails (the
+// third has its own bound), TTL pruning walks the optimistic tail.
 //
 // Thread-safety: none. One owner (the RoutingCore, on one strand) calls everything.
 #pragma once
@@ -32,8 +33,13 @@ struct IndexConfig {
   // Expired optimistic entries are removed by a sweep at most this often; a lookup may see an
   // entry up to this long after its expiry.
   Nanos sweep_interval = 250 * kNanosPerMilli;
-  // Per-node capacity in digest blocks when the node's total_blocks is unknown (0).
+  // Per-node capacity in digest blocks when the node's total_blocks is unknown (0). It bounds
+  // what the engine holds (optimistic and engine-tier entries): a node's cgn-kvcached tiers hold
+  // more than its HBM, so their entries have their own bound, max_tier_entries.
   uint32_t default_node_capacity = 16384;
+  // Per-node cap on entries confirmed in a kvcached tier (RAM, SSD): the agents' cap on
+  // published keys (cluster::kMaxPublishedPrefixes); over it the least recently touched go.
+  uint32_t max_tier_entries = 4096;
   // Cap on (digest, node) entries over all nodes; over it, the node holding the most entries
   // loses its least recently touched one. 0: no cap beyond the per-node capacities, so the index
   // is sized from the engines' capacity (the sum of every node's digest capacity).

@@ -147,6 +147,38 @@ TEST(PrefixIndex, CapacityEvictsLeastRecentAcrossStatesOptimisticFirstOnTie) {
   EXPECT_TRUE(idx.holds(0, d[3]));
 }
 
+// A node's kvcached tiers hold more than its HBM: entries confirmed in RAM or SSD neither count
+// against the engine's capacity nor are pruned by the engine's entries, only by their own cap.
+TEST(PrefixIndex, TierEntriesHaveTheirOwnBoundBesideTheEnginesCapacity) {
+  IndexConfig cfg;
+  cfg.max_tier_entries = 3;
+  PrefixIndex idx(cfg);
+  idx.set_node_capacity(0, 2);
+  const auto t = digests(20, 4);
+  idx.confirm(0, slice(t, 0, 3), Tier::kRam, 0);
+  const auto e = digests(21, 4);
+  idx.confirm(0, e, Tier::kEngine, kSec);  // newer engine entries: two fit
+  EXPECT_EQ(idx.node_entries(0), 5u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(idx.holds(0, t[i])) << i;
+  }
+  OverlapScratch out;
+  idx.match(slice(t, 0, 3), TierCredit{}, 1, out);
+  EXPECT_FLOAT_EQ(out.credit(0), 3 * TierCredit{}.ram);
+  // A fourth tier entry: the least recently touched tier entry goes, no engine entry.
+  idx.confirm(0, slice(t, 3, 4), Tier::kSsd, 2 * kSec);
+  EXPECT_EQ(idx.node_entries(0), 5u);
+  EXPECT_TRUE(idx.holds(0, t[3]));
+  EXPECT_TRUE(idx.holds(0, e[0]));
+  EXPECT_TRUE(idx.holds(0, e[1]));
+  // An engine entry evicted to RAM moves to the tier bound; one taken back moves to the engine's.
+  idx.confirm(0, slice(e, 0, 1), Tier::kRam, 3 * kSec);
+  EXPECT_EQ(idx.node_entries(0), 4u);  // 3 tier (one more pruned), 1 engine
+  idx.confirm(0, slice(t, 3, 4), Tier::kEngine, 4 * kSec);
+  EXPECT_TRUE(idx.holds(0, t[3]));
+  EXPECT_TRUE(idx.holds(0, e[1]));
+}
+
 TEST(PrefixIndex, DefaultCapacityAppliesWhenUnknown) {
   IndexConfig cfg;
   cfg.default_node_capacity = 5;

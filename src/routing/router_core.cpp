@@ -231,6 +231,15 @@ Result<Decision, RouteError> RoutingCore::decide(const RouteRequest& request) {
   return d;
 }
 
+Result<Decision, RouteError> RoutingCore::explain(const RouteRequest& request) {
+  const Rng rng = rng_;
+  const uint64_t rr = rr_counter_;
+  auto d = decide(request);
+  rng_ = rng;
+  rr_counter_ = rr;
+  return d;
+}
+
 Status<RouteError> RoutingCore::decide_into(const RouteRequest& request, Decision& out) {
   out.ranked.clear();
   out.policy = policy_.ranking;

@@ -149,6 +149,9 @@ class RoutingCore {
   Result<Decision, RouteError> decide(const RouteRequest& request);
   // Same, reusing `out` (and its vector capacity): the allocation-free hot path.
   Status<RouteError> decide_into(const RouteRequest& request, Decision& out);
+  // A dry run of decide(): the same decision, but the RNG and the round-robin counter are put
+  // back afterwards, so the next decide() for the same request and state decides the same.
+  Result<Decision, RouteError> explain(const RouteRequest& request);
 
   // --- dispatch accounting ---
   // The request was sent to `node`: its digests become optimistic entries there and its

@@ -398,7 +398,9 @@ bool Engine::try_schedule_waiting(Req& r, uint32_t& budget, Nanos t) {
     }
     r.load_ram = r.load_ssd = 0;
     r.load_ns = 0;
-    if (r.pull == PullState::kNone && config_.enable_prefix_caching) {
+    if (config_.enable_prefix_caching) {
+      // A decode leg too: what its own tier holds beyond the HBM hit is loaded here and only the
+      // rest is pulled from the prefill node (a pull whose params were invalid recomputes the rest).
       hit_blocks += load_from_tier(r, hit_blocks, max_hit);
     }
     r.num_computed = hit_blocks * bs;
@@ -417,6 +419,8 @@ bool Engine::try_schedule_waiting(Req& r, uint32_t& budget, Nanos t) {
       }
       stats_.prefix_cache_queries += num_tokens;
       stats_.prefix_cache_hits += r.cached_tokens;
+      r.loaded_ram = r.load_ram;
+      r.loaded_ssd = r.load_ssd;
       r.counted_first_schedule = true;
       start_pull(r, t);
       return true;

@@ -91,6 +91,13 @@ Result<FaultPlan, FaultError> parse_fault_spec(std::string_view spec, bool from_
         return make_error(FaultError::kNotAllowedHere, "fault item 'refuse' is only valid as a flag");
       }
       plan.refuse_connections = true;
+    } else if (key == "confidence") {
+      double c = -1;
+      auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), c);
+      if (ec != std::errc() || p != val.data() + val.size() || !(c > 0.0 && c <= 1.0)) {
+        return bad(item, "expects a confidence in (0, 1]");
+      }
+      plan.confidence = c;
     } else if (key == "rate") {
       if (from_header) {
         return make_error(FaultError::kNotAllowedHere, "fault item 'rate' is only valid as a flag");
@@ -136,6 +143,9 @@ FaultPlan merge_faults(const FaultPlan& flag, const FaultPlan& header) {
   }
   if (header.slow_start != 0) {
     out.slow_start = header.slow_start;
+  }
+  if (header.confidence != 0) {
+    out.confidence = header.confidence;
   }
   out.exit_process = flag.exit_process || header.exit_process;
   return out;

@@ -14,6 +14,8 @@
 //   exit                   the process exits (status 1) when the request arrives
 //   refuse                 (flag only) accept no connections
 //   rate=F                 (flag only) apply to a fraction F in [0,1] of requests
+//   confidence=F           not a fault: the simulated model's confidence in (0,1] (logprob = ln F
+//                          for every sampled token, logprobs.h), for tests of logprob consumers
 // DURATION is an integer with a unit: ms or s ("250ms", "2s").
 #pragma once
 
@@ -37,10 +39,11 @@ struct FaultPlan {
   bool exit_process = false;
   bool refuse_connections = false;
   double rate = 1.0;
+  double confidence = 0;  // 0 = unset (logprobs.h's default)
 
   bool empty() const {
     return error_status == 0 && drop_after_events == 0 && stall == 0 && slow_start == 0 && !exit_process &&
-           !refuse_connections;
+           !refuse_connections && confidence == 0;
   }
 };
 

@@ -168,8 +168,9 @@ void append_message_type_param(std::string& out, std::string_view message, std::
 
 }  // namespace
 
-std::string render_error_body(Flavour f, int status, std::string_view message, std::string_view param) {
-  const std::string_view type = error_type_for(f, status);
+std::string render_error_body(Flavour f, int status, std::string_view message, std::string_view param,
+                              std::string_view type_override) {
+  const std::string_view type = type_override.empty() ? error_type_for(f, status) : type_override;
   std::string out;
   out.reserve(96 + message.size());
   switch (f) {

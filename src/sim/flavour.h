@@ -57,7 +57,9 @@ std::string_view error_type_for(Flavour f, int status);
 //   llama.cpp: {"error":{"code":<int status>,"message":..,"type":..}}
 //   SGLang, TRT-LLM: {"object":"error","message":..,"type":..,"param":null|..,"code":<int status>}
 //   MLX:       {"error":{"message":..,"type":..,"param":null|..,"code":null}}
-std::string render_error_body(Flavour f, int status, std::string_view message, std::string_view param = {});
+// `type` overrides error_type_for() (vLLM names some errors explicitly, e.g. "invalid_request_error").
+std::string render_error_body(Flavour f, int status, std::string_view message, std::string_view param = {},
+                              std::string_view type = {});
 
 // GET /v1/models for a flavour serving one model.
 std::string render_models_body(Flavour f, std::string_view served_name, std::string_view root,

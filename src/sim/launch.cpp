@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "sim/engine_flags.h"
+
 namespace cgn::sim {
 
 namespace {
@@ -282,8 +284,17 @@ struct Parser {
     } else if (f == "--no-enable-prefix-caching") {
       o.engine.enable_prefix_caching = false;
     } else {
-      o.ignored_flags.emplace_back(f);
+      return other_engine_flag(f);
     }
+    return Ok{};
+  }
+
+  // A flag the simulator does not model: ignored when the engine's parser takes it.
+  Result<Ok, LaunchError> other_engine_flag(std::string_view f) {
+    if (auto refused = engine_flag_error(o.flavour, f)) {
+      return make_error(LaunchError::kUnknownFlag, *refused);
+    }
+    o.ignored_flags.emplace_back(f);
     return Ok{};
   }
 
@@ -323,10 +334,10 @@ struct Parser {
       return u32(f, v, m.max_model_len, 16, 1 << 24);
     } else if (f == "--page-size") {
       return u32(f, v, m.block_size, 1, 1024);
-    } else if (f == "--tp" || f == "--tp-size") {
+    } else if (f == "--tp" || f == "--tp-size" || f == "--tensor-parallel-size") {
       return tensor_parallel(f, v);
     } else {
-      o.ignored_flags.emplace_back(f);
+      return other_engine_flag(f);
     }
     return Ok{};
   }

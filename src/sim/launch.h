@@ -14,7 +14,8 @@
 //
 // Engine flags that shape the model are honoured (block size, KV blocks,
 // max seqs, token budget, context length, TP size, prefix caching); other
-// engine flags are accepted and listed in ignored_flags. Simulator-only
+// engine flags are accepted and listed in ignored_flags, but vLLM and SGLang
+// lines refuse a flag their engine's parser would refuse (engine_flags.h). Simulator-only
 // flags start with --sim-: --sim-time-scale F, --sim-mode random|echo,
 // --sim-deprecated-metrics, --sim-load-seconds F, --sim-fault SPEC, --sim-fault-rules FILE,
 // --sim-max-waiting N, --sim-engine-index S, --sim-kv-events-encoding array|map.
@@ -35,7 +36,9 @@
 
 namespace cgn::sim {
 
-enum class LaunchError { kUnknownProgram, kMissingModel, kBadValue, kMissingValue, kTooLarge };
+// kUnknownFlag: a flag the engine's own parser would refuse (engine_flags.h); its message is the
+// engine's usage error.
+enum class LaunchError { kUnknownProgram, kMissingModel, kBadValue, kMissingValue, kTooLarge, kUnknownFlag };
 
 struct KvTransferConfig {
   std::string kv_connector;  // "NixlConnector", ...

@@ -244,6 +244,10 @@ std::string render_vllm(const Engine& e, const MetricsContext& ctx) {
               {{{{"tier", "ram"}}, static_cast<double>(s.prompt_tokens_loaded_ram)},
                {{{"tier", "ssd"}}, static_cast<double>(s.prompt_tokens_loaded_ssd)}},
               false);
+    if (const std::optional<bool> up = e.config().offload->reachable()) {
+      w.gauge("cgn_sim:kv_offload_up", "1 while the KV offload tier (cgn-kvcached) is connected, else 0.",
+              *up ? 1.0 : 0.0);
+    }
     w.counter("cgn_sim:prompt_tokens_recomputed",
               "Prompt tokens prefilled here (not in HBM, not loaded from a tier, not transferred).",
               one(static_cast<double>(s.prompt_tokens_computed)), false);

@@ -51,6 +51,13 @@ Nanos NodeModel::tier_load_time(uint64_t ram_tokens, uint64_t ssd_tokens) const 
   return static_cast<Nanos>(std::llround(ns));
 }
 
+double NodeModel::energy_joules(Nanos elapsed, uint64_t prefill_busy_ns, uint64_t decode_busy_ns) const {
+  constexpr double kPerNs = 1e-9;
+  return idle_watts * static_cast<double>(std::max<Nanos>(elapsed, 0)) * kPerNs +
+         (prefill_watts - idle_watts) * static_cast<double>(prefill_busy_ns) * kPerNs +
+         (decode_watts - idle_watts) * static_cast<double>(decode_busy_ns) * kPerNs;
+}
+
 NodeModel default_node_model() {
   NodeModel m;
   m.name = "llama-3.1-8b-bf16-h100-sxm-80gb-vllm-v1";

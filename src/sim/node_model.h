@@ -48,6 +48,14 @@ struct NodeModel {
   double tier_ram_ns_per_token = 2'621.0;   // 128 KiB / 50 GB/s
   double tier_ssd_fixed_ns = 150'000.0;     // + NVMe read latency
   double tier_ssd_ns_per_token = 21'346.0;  // 128 KiB / 7 GB/s + 128 KiB / 50 GB/s
+  // Power (docs/sim.md "Power model"): the GPU draws idle_watts with nothing to do, prefill_watts
+  // while a step prefills (compute-bound) and decode_watts while it decodes (memory-bound); a
+  // mixed step draws the token-share-weighted mix. power_limit_watts is the enforced board limit.
+  std::string gpu_name = "NVIDIA H100 80GB HBM3";
+  double idle_watts = 75.0;
+  double prefill_watts = 650.0;
+  double decode_watts = 450.0;
+  double power_limit_watts = 700.0;
 
   // The step time (unscaled) of a step with these totals.
   // prefill_pairs = sum over prefill chunks of chunk * (context_before + chunk / 2).
@@ -65,6 +73,9 @@ struct NodeModel {
   Nanos kv_transfer_time(uint64_t tokens) const;
   // Time to load ram_tokens from the RAM tier and ssd_tokens from the SSD tier (0 for none).
   Nanos tier_load_time(uint64_t ram_tokens, uint64_t ssd_tokens) const;
+  // Energy (J) over `elapsed` of which prefill_busy / decode_busy were spent in steps (the
+  // engine's prefill_ns / decode_ns): idle power all along plus the busy excess.
+  double energy_joules(Nanos elapsed, uint64_t prefill_busy_ns, uint64_t decode_busy_ns) const;
 };
 
 // Llama-3.1-8B bf16 on one H100 SXM 80GB, vLLM V1 defaults (see docs/sim.md).

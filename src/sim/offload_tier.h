@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -36,6 +37,8 @@ class OffloadTier {
   // leases that run for `lease`. A tier that cannot answer appends nothing (the engine
   // recomputes).
   virtual void lookup(std::span<const BlockHash> hashes, Nanos lease, std::vector<OffloadTierKind>& out) = 0;
+  // Whether the tier can answer now; nullopt for a tier that cannot tell (always in process).
+  virtual std::optional<bool> reachable() { return std::nullopt; }
 };
 
 // The 32-byte digest a store keys a block by: the block's 64-bit chained hash, little-endian,

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/image_tokens.h"
+
 namespace cgn::sim {
 
 namespace {
@@ -33,8 +35,9 @@ Result<json, BodyError> parse_object(std::string_view body) {
   return j;
 }
 
-// OpenAI content: a string, or an array of parts of which text parts count.
-Result<std::string, BodyError> content_text(const json& c) {
+// OpenAI content: a string, or an array of parts of which text and image parts count
+// (image_tokens.h); `images` counts the request's image parts.
+Result<std::string, BodyError> content_text(const json& c, size_t& images) {
   if (c.is_null()) {
     return std::string();
   }
@@ -48,6 +51,15 @@ Result<std::string, BodyError> content_text(const json& c) {
   for (const json& part : c) {
     if (!part.is_object()) {
       return bad("messages[].content[]", "must be an object");
+    }
+    if (part.value("type", "") == "image_url") {
+      if (++images > kMaxImagesPerPrompt) {
+        return bad("messages[].content[]", "holds more than 16 images (vLLM's --limit-mm-per-prompt here)");
+      }
+      if (auto r = append_image_placeholder(part, out); !r) {
+        return make_error(BodyError::kBadField, std::move(r.error().message));
+      }
+      continue;
     }
     auto type = part.find("type");
     if (type != part.end() && type->is_string() && *type == "text") {
@@ -106,6 +118,7 @@ Result<GenerationBody, BodyError> parse_generation_body(ApiKind kind, std::strin
     if (msgs->size() > kMaxMessages) {
       return make_error(BodyError::kTooLarge, "'messages' has more than 4096 entries");
     }
+    size_t images = 0;
     for (const json& m : *msgs) {
       if (!m.is_object()) {
         return bad("messages[]", "must be an object");
@@ -115,12 +128,17 @@ Result<GenerationBody, BodyError> parse_generation_body(ApiKind kind, std::strin
         return bad("messages[].role", "must be a string");
       }
       auto content = m.find("content");
-      auto text = content_text(content == m.end() ? json() : *content);
+      auto text = content_text(content == m.end() ? json() : *content, images);
       if (!text) {
         return text.error();
       }
       b.messages.push_back({role->get<std::string>(), std::move(*text)});
     }
+    auto structured = parse_structured_request(j);
+    if (!structured) {
+      return make_error(BodyError::kBadField, std::move(structured.error().message));
+    }
+    b.structured = std::move(*structured);
   } else {
     auto p = j.find("prompt");
     if (p == j.end()) {
@@ -140,6 +158,11 @@ Result<GenerationBody, BodyError> parse_generation_body(ApiKind kind, std::strin
       return bad("prompt", "must be a string, one string in an array, or an array of token ids");
     }
   }
+  auto lp = parse_logprobs(j, kind == ApiKind::kChat);
+  if (!lp) {
+    return make_error(BodyError::kBadField, std::move(lp.error().message));
+  }
+  b.logprobs = *lp;
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) {
@@ -214,7 +237,16 @@ Request to_engine_request(const GenerationBody& b, ReplyMode mode, uint32_t max_
   r.kv_transfer = b.kv_transfer;
   r.want_token_events = b.stream;
   r.want_text = true;
+  if (b.structured.json_reply) {
+    set_fixed_reply(r, *b.structured.json_reply);
+  }
   return r;
+}
+
+void set_fixed_reply(Request& r, std::string text) {
+  r.reply_mode = ReplyMode::kEcho;
+  r.echo_text = std::move(text);
+  r.ignore_eos = false;
 }
 
 Result<EmbeddingsBody, BodyError> parse_embeddings_body(std::string_view body) {

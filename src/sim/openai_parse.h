@@ -13,8 +13,10 @@
 #include "core/result.h"
 #include "sim/engine.h"
 #include "sim/kv_transfer.h"
+#include "sim/logprobs.h"
 #include "sim/openai_render.h"
 #include "sim/tokenizer.h"
+#include "sim/tool_calls.h"
 
 namespace cgn::sim {
 
@@ -36,6 +38,8 @@ struct GenerationBody {
   bool ignore_eos = false;
   std::optional<uint64_t> seed;
   std::optional<KvTransferParams> kv_transfer;
+  StructuredRequest structured;  // chat: tools, tool_choice, response_format
+  LogprobsSpec logprobs;         // chat logprobs/top_logprobs, completions logprobs
 };
 
 // Parses a /v1/chat/completions or /v1/completions body. Errors name the field.
@@ -45,7 +49,12 @@ Result<GenerationBody, BodyError> parse_generation_body(ApiKind kind, std::strin
 // render_chat() and tokenised; echo mode replies with the last user message
 // (chat) or the prompt (completions). max_tokens defaults, as in vLLM, to
 // what is left of max_model_len.
+// A response_format answer is the reply text (echo mode).
 Request to_engine_request(const GenerationBody& b, ReplyMode mode, uint32_t max_model_len);
+
+// Makes the engine generate exactly `text` (tool-call arguments, a JSON
+// answer): echo mode, stopping after it (ignore_eos off).
+void set_fixed_reply(Request& r, std::string text);
 
 struct EmbeddingsBody {
   std::string model;

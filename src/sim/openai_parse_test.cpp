@@ -12,7 +12,7 @@ TEST(ParseBody, ChatRequestBecomesATokenisedEngineRequest) {
     "model":"llama","stream":true,"stream_options":{"include_usage":true},"max_tokens":5,
     "max_completion_tokens":7,"seed":3,"ignore_eos":true,"temperature":0.2,
     "messages":[{"role":"system","content":"be brief"},
-                {"role":"user","content":[{"type":"text","text":"hello "},{"type":"image_url","image_url":{}},{"type":"text","text":"there"}]}]})");
+                {"role":"user","content":[{"type":"text","text":"hello "},{"type":"image_url","image_url":{"url":"u"}},{"type":"text","text":"there"}]}]})");
   ASSERT_TRUE(b.ok()) << b.error().message;
   EXPECT_EQ(b->model, "llama");
   EXPECT_TRUE(b->stream);
@@ -20,10 +20,14 @@ TEST(ParseBody, ChatRequestBecomesATokenisedEngineRequest) {
   EXPECT_EQ(b->max_tokens, 7u);  // max_completion_tokens wins
   EXPECT_EQ(b->seed, 3u);
   ASSERT_EQ(b->messages.size(), 2u);
-  EXPECT_EQ(b->messages[1].content, "hello there");
-  const Request r = to_engine_request(*b, ReplyMode::kEcho, 1000);
+  // The image part is a line of 576 placeholder tokens (image_tokens.h) between the texts.
+  const std::string& content = b->messages[1].content;
+  ASSERT_EQ(content.size(), 6 + 1 + 576 * 4 + 5);
+  EXPECT_EQ(content.substr(0, 7), "hello \n");
+  EXPECT_EQ(content.substr(content.size() - 6), "\nthere");
+  const Request r = to_engine_request(*b, ReplyMode::kEcho, 4000);
   EXPECT_EQ(r.prompt, encode(render_chat(b->messages)));
-  EXPECT_EQ(r.echo_text, "hello there");
+  EXPECT_EQ(r.echo_text, content);
   EXPECT_EQ(r.max_tokens, 7u);
   EXPECT_TRUE(r.want_token_events);
   EXPECT_TRUE(r.ignore_eos);

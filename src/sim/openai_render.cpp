@@ -62,6 +62,39 @@ void append_base64(std::string& out, const uint8_t* p, size_t n) {
   }
 }
 
+// message.tool_calls: call i's arguments are line i of the reply text (cut short by max_tokens,
+// a call that got no text at all is left out).
+void append_tool_calls(std::string& out, const std::vector<ToolCall>& calls, std::string_view text) {
+  out += '[';
+  for (size_t i = 0; i < calls.size() && !text.empty(); ++i) {
+    const size_t nl = text.find('\n');
+    const std::string_view args = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    out += i == 0 ? R"({"id":)" : R"(,{"id":)";
+    append_quoted(out, calls[i].id);
+    out += R"(,"type":"function","function":{"name":)";
+    append_quoted(out, calls[i].name);
+    out += R"(,"arguments":)";
+    append_quoted(out, args);
+    out += "}}";
+  }
+  out += ']';
+}
+
+// A buffered answer's "logprobs" value.
+std::string logprobs_value(const ResponseMeta& m, const Completion& c) {
+  if (!m.logprobs.enabled || !m.tool_calls.empty()) {
+    return "null";
+  }
+  const auto tokens = reply_tokens(c.text);
+  return m.kind == ApiKind::kChat ? render_chat_logprobs(m.logprobs, tokens)
+                                  : render_completion_logprobs(m.logprobs, tokens);
+}
+
+std::string_view chat_finish_name(const ResponseMeta& m, FinishReason r) {
+  return !m.tool_calls.empty() && r == FinishReason::kStop ? "tool_calls" : finish_name_for_api(r);
+}
+
 }  // namespace
 
 std::string render_usage(const Usage& u) {
@@ -87,16 +120,21 @@ std::string render_completion_body(const ResponseMeta& meta, const Completion& c
   if (meta.kind == ApiKind::kChat) {
     append_head(out, meta, "chat.completion");
     out += R"(,"choices":[{"index":0,"message":{"role":"assistant","content":)";
-    append_quoted(out, c.text);
-    out += R"(,"refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[],)"
-           R"("reasoning":null},"logprobs":null,"finish_reason":")";
-    out += reason;
+    append_quoted(out, meta.tool_calls.empty() ? std::string_view(c.text) : std::string_view());
+    out += R"(,"refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":)";
+    append_tool_calls(out, meta.tool_calls, c.text);
+    out += R"(,"reasoning":null},"logprobs":)";
+    out += logprobs_value(meta, c);
+    out += R"(,"finish_reason":")";
+    out += chat_finish_name(meta, c.reason);
     out += R"(","stop_reason":null,"token_ids":null}])";
   } else {
     append_head(out, meta, "text_completion");
     out += R"(,"choices":[{"index":0,"text":)";
     append_quoted(out, c.text);
-    out += R"(,"logprobs":null,"finish_reason":")";
+    out += R"(,"logprobs":)";
+    out += logprobs_value(meta, c);
+    out += R"(,"finish_reason":")";
     out += reason;
     out += R"(","stop_reason":null,"token_ids":null,"prompt_logprobs":null,"prompt_token_ids":null}])";
   }
@@ -121,6 +159,78 @@ void SseStream::close_chunk(std::string& out) {
   ++chunks_;
 }
 
+void SseStream::choice_chunk(std::string& out, std::string_view delta, std::string_view finish) {
+  open_chunk(out);
+  out += R"(,"choices":[{"index":0,"delta":)";
+  out += delta;
+  out += R"(,"logprobs":null,"finish_reason":)";
+  if (finish.empty()) {
+    out += "null";
+  } else {
+    out += '"';
+    out += finish;
+    out += R"(","stop_reason":null)";
+  }
+  out += R"(,"token_ids":null}])";
+  close_chunk(out);
+}
+
+// A tool-call reply token: the call's header delta (id, type, index, name) before its first
+// arguments, then the token's text as an arguments fragment (vllm-chat-stream-tools.sse); the
+// stop token closes the choice with an empty content delta and finish_reason "tool_calls".
+std::string SseStream::on_tool_token(const Event& token) {
+  std::string out;
+  std::string_view text = token.text;
+  const bool ends_call = !text.empty() && text.back() == '\n';
+  if (ends_call) {
+    text.remove_suffix(1);
+  }
+  if (!token.text.empty() && tool_index_ < meta_.tool_calls.size()) {
+    const std::string index = std::to_string(tool_index_);
+    if (!tool_header_sent_) {
+      std::string d = R"({"tool_calls":[{"id":)";
+      append_quoted(d, meta_.tool_calls[tool_index_].id);
+      d += R"(,"type":"function","index":)" + index + R"(,"function":{"name":)";
+      append_quoted(d, meta_.tool_calls[tool_index_].name);
+      d += "}}]}";
+      choice_chunk(out, d, {});
+      tool_header_sent_ = true;
+    }
+    if (!text.empty() || token.last) {
+      std::string d = R"({"tool_calls":[{"index":)" + index + R"(,"function":{"arguments":)";
+      append_quoted(d, text);
+      d += "}}]}";
+      choice_chunk(out, d, token.last ? chat_finish_name(meta_, token.finish_reason) : std::string_view());
+    }
+    if (ends_call) {
+      ++tool_index_;
+      tool_header_sent_ = false;
+    }
+  } else if (token.last) {
+    choice_chunk(out, R"({"content":""})", chat_finish_name(meta_, token.finish_reason));
+  }
+  if (token.last) {
+    finished_chunk_sent_ = true;
+  }
+  return out;
+}
+
+void SseStream::append_stream_logprobs(std::string& out, std::string_view text) {
+  if (!meta_.logprobs.enabled || text.empty()) {
+    out += "null";
+    return;
+  }
+  if (meta_.kind == ApiKind::kChat) {
+    out += R"({"content":[)";
+    append_chat_logprob(out, meta_.logprobs, text, token_index_);
+    out += "]}";
+  } else {
+    out += render_completion_logprobs(meta_.logprobs, {text}, text_offset_, token_index_);
+  }
+  ++token_index_;
+  text_offset_ += static_cast<uint32_t>(text.size());
+}
+
 std::string SseStream::on_token(const Event& token) {
   std::string out;
   if (!started_ && meta_.kind == ApiKind::kChat) {
@@ -136,16 +246,21 @@ std::string SseStream::on_token(const Event& token) {
     ++chunks_;
   }
   started_ = true;
+  if (!meta_.tool_calls.empty()) {
+    return out + on_tool_token(token);
+  }
   open_chunk(out);
   if (meta_.kind == ApiKind::kChat) {
     out += R"(,"choices":[{"index":0,"delta":{"content":)";
     append_quoted(out, token.text);
-    out += R"(},"logprobs":null,"finish_reason":)";
+    out += R"(},"logprobs":)";
   } else {
     out += R"(,"choices":[{"index":0,"text":)";
     append_quoted(out, token.text);
-    out += R"(,"logprobs":null,"finish_reason":)";
+    out += R"(,"logprobs":)";
   }
+  append_stream_logprobs(out, token.text);
+  out += R"(,"finish_reason":)";
   if (token.last) {
     out += '"';
     out += finish_name_for_api(token.finish_reason);

@@ -14,6 +14,8 @@
 
 #include "sim/engine.h"
 #include "sim/flavour.h"
+#include "sim/logprobs.h"
+#include "sim/tool_calls.h"
 
 namespace cgn::sim {
 
@@ -24,6 +26,11 @@ struct ResponseMeta {
   std::string id;  // "chatcmpl-..." / "cmpl-..."
   int64_t created = 0;
   std::string model;
+  // Chat: the calls the model makes (tool_calls.h). The reply text holds their arguments, one
+  // line each; bodies carry them as message.tool_calls / delta.tool_calls fragments and finish
+  // with "tool_calls".
+  std::vector<ToolCall> tool_calls;
+  LogprobsSpec logprobs;  // logprobs.h: per-token entries instead of "logprobs":null
 };
 
 // The non-streaming body. kv_transfer_params is null unless the completion
@@ -54,12 +61,19 @@ class SseStream {
  private:
   void open_chunk(std::string& out) const;
   void close_chunk(std::string& out);
+  void choice_chunk(std::string& out, std::string_view delta, std::string_view finish);
+  std::string on_tool_token(const Event& token);
+  void append_stream_logprobs(std::string& out, std::string_view text);
 
   ResponseMeta meta_;
   bool include_usage_;
   bool started_ = false;
   bool finished_chunk_sent_ = false;
   uint32_t chunks_ = 0;
+  uint32_t token_index_ = 0;  // text tokens rendered so far (logprobs)
+  uint32_t text_offset_ = 0;  // completions logprobs text_offset
+  size_t tool_index_ = 0;     // the call whose arguments the next token continues
+  bool tool_header_sent_ = false;
 };
 
 // Modelled timings of a finished request as response headers (milliseconds,

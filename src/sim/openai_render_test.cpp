@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "sim/json_schema_gen.h"
 #include "sim/sim_testing.h"
 #include "testing/process.h"
 
@@ -241,6 +242,111 @@ TEST(KvTransferParams, ParsesTheRoutersPrefillRequestAndRejectsBadTypes) {
                           R"({"remote_port":70000})", R"({"do_remote_decode":"yes"})", R"({"tp_size":0})"}) {
     EXPECT_FALSE(parse_kv_transfer_params(bad).ok()) << bad;
   }
+}
+
+}  // namespace
+}  // namespace cgn::sim
+
+namespace cgn::sim {
+namespace {
+
+// Drops the fields newer vLLM added to every chunk (the tool-call capture predates them).
+std::string without_v1_fields(std::string s) {
+  for (const std::string f : {R"(,"prompt_token_ids":null)", R"(,"token_ids":null)"}) {
+    for (size_t p; (p = s.find(f)) != std::string::npos;) {
+      s.erase(p, f.size());
+    }
+  }
+  return s;
+}
+
+TEST(SseStream, ToolCallFragmentsAreTheVllmCaptureBytes) {
+  ResponseMeta m{ApiKind::kChat, "chatcmpl-d0c68c86be0641129cffa5053c0c217e", 1744513664, ""};
+  m.tool_calls.push_back(
+      {"chatcmpl-tool-ca99dda515524c6abe47d1ea22813507", "run_command", R"({"command": "ls"})"});
+  SseStream s(m, false);
+  std::string ours = s.on_token(token(R"({"command": ")"));
+  ours += s.on_token(token("ls"));
+  ours += s.on_token(token("\"}\n"));
+  ours += s.on_token(token("", true, FinishReason::kStop));
+  Completion c;
+  ours += s.on_finished(c);
+  const auto real = data_lines(read_sample("vllm-chat-stream-tools.sse"));
+  const auto mine = data_lines(without_v1_fields(ours));
+  ASSERT_EQ(mine.size(), real.size()) << ours;
+  for (size_t i = 0; i < real.size(); ++i) {
+    EXPECT_EQ(mine[i], real[i]) << "chunk " << i;
+  }
+}
+
+TEST(SseStream, ParallelToolCallsGetOneIndexEach) {
+  ResponseMeta m = chat_meta();
+  m.tool_calls.push_back({"chatcmpl-tool-a", "f", R"({"a": 1})"});
+  m.tool_calls.push_back({"chatcmpl-tool-b", "g", R"({"b": 2})"});
+  SseStream s(m, false);
+  std::string out = s.on_token(token(R"({"a")"));
+  out += s.on_token(token(": 1}\n"));
+  out += s.on_token(token(R"({"b")"));
+  out += s.on_token(token(": 2}\n"));
+  out += s.on_token(token("", true, FinishReason::kStop));
+  const auto lines = data_lines(out);
+  ASSERT_EQ(lines.size(), 8u);  // role, (header, args, args) x 2, finish
+  std::map<int, std::string> args;
+  std::map<int, std::string> names;
+  for (size_t i = 1; i + 1 < lines.size(); ++i) {
+    const json tc = json::parse(lines[i])["choices"][0]["delta"]["tool_calls"][0];
+    const int idx = tc["index"];
+    if (tc.contains("id")) {
+      EXPECT_TRUE(args[idx].empty()) << "id and name come before the arguments";
+      names[idx] = tc["function"]["name"];
+    } else {
+      args[idx] += tc["function"]["arguments"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(names[0], "f");
+  EXPECT_EQ(names[1], "g");
+  EXPECT_EQ(args[0], R"({"a": 1})");
+  EXPECT_EQ(args[1], R"({"b": 2})");
+  EXPECT_EQ(json::parse(lines.back())["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST(RenderCompletionBody, ToolCallMessageIsTheVllmCaptureBytes) {
+  const std::string real = read_sample("vllm-chat-completion-tools-cached-tokens.json");
+  ResponseMeta m{ApiKind::kChat, "chatcmpl-98e5c916-349e-44a2-aac9-444f0b803878", 1790881823,
+                 "swiss-ai/Apertus-v1.5-70B"};
+  m.tool_calls.push_back({"chatcmpl-tool-93d1091597c06cb2", "enregistrer_offre", ""});
+  Completion c;
+  c.reason = FinishReason::kStop;
+  c.text = "{\"nature\": \"lieu\", \"places\": 14}\n";
+  c.usage = {122, 37, 32};
+  const std::string ours = render_completion_body(m, c);
+  const auto choice = [](const std::string& s) {
+    const size_t b = s.find(R"("choices":)");
+    const size_t e = s.find(R"("stop_reason":null)");
+    return s.substr(b, e - b);
+  };
+  EXPECT_EQ(choice(ours), choice(real));
+  EXPECT_EQ(json::parse(ours)["usage"]["total_tokens"], json::parse(real)["usage"]["total_tokens"]);
+}
+
+TEST(RenderCompletionBody, ToolCallCutByMaxTokensKeepsWhatWasGenerated) {
+  ResponseMeta m = chat_meta();
+  m.tool_calls.push_back({"chatcmpl-tool-a", "f", R"({"a": 1})"});
+  m.tool_calls.push_back({"chatcmpl-tool-b", "g", R"({"b": 2})"});
+  Completion c;
+  c.reason = FinishReason::kLength;
+  c.text = R"({"a")";
+  const json j = json::parse(render_completion_body(m, c));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  ASSERT_EQ(j["choices"][0]["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(j["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], R"({"a")");
+}
+
+TEST(RenderErrorBody, UnsupportedSchemaKeywordIsTheVllmCaptureBytes) {
+  auto r = check_schema(json::parse(R"({"type":"array","items":{"type":"string"},"uniqueItems":true})"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, SchemaError::kUnsupported);
+  EXPECT_EQ(render_error_body(Flavour::kVllm, 400, r.error().message), read_sample("vllm-error-400.json"));
 }
 
 }  // namespace

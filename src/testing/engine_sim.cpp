@@ -30,10 +30,7 @@ EngineSim::EngineSim(EngineSimOptions o) : host_(o.host.empty() ? "127.0.0.1" : 
   }
   proc_ = std::make_unique<Process>(std::move(argv), std::move(o.env), std::move(o.log_path));
   // Stops waiting as soon as the simulator exits (a bad flag): no need to sit out the bound.
-  wait_until(
-      [&] { return wait_for_port_file(port_file, std::chrono::milliseconds(0)) > 0 || !proc_->running(); },
-      o.start_timeout);
-  port_ = static_cast<uint16_t>(wait_for_port_file(port_file, std::chrono::milliseconds(0)));
+  port_ = static_cast<uint16_t>(wait_for_port_file(port_file, *proc_, o.start_timeout));
 }
 
 std::string EngineSim::url() const {

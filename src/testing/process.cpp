@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -221,19 +222,34 @@ std::string Process::log() const {
   return read_file(log_path_);
 }
 
+std::string Process::describe() {
+  if (running()) {
+    return "running (pid " + std::to_string(pid_) + ")";
+  }
+  return "exited with status " + std::to_string(wait(std::chrono::milliseconds(0)));
+}
+
+namespace {
+// The port in a complete port file ("PORT\n"), or 0.
+int read_port_file(const std::string& path) {
+  const std::string s = read_file(path);
+  if (s.empty() || s.back() != '\n') {
+    return 0;
+  }
+  return std::max(0, std::atoi(s.c_str()));
+}
+}  // namespace
+
 int wait_for_port_file(const std::string& path, std::chrono::milliseconds timeout) {
   int port = 0;
-  wait_until(
-      [&] {
-        std::string s = read_file(path);
-        if (s.empty() || s.back() != '\n') {
-          return false;
-        }
-        port = std::atoi(s.c_str());
-        return port > 0;
-      },
-      timeout);
+  wait_until([&] { return (port = read_port_file(path)) > 0; }, timeout);
   return port;
+}
+
+int wait_for_port_file(const std::string& path, Process& proc, std::chrono::milliseconds timeout) {
+  int port = 0;
+  wait_until([&] { return (port = read_port_file(path)) > 0 || !proc.running(); }, timeout);
+  return port > 0 ? port : read_port_file(path);  // it may have written the port, then exited
 }
 
 }  // namespace cgn::testing

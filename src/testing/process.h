@@ -72,6 +72,8 @@ class Process {
   int stop(std::chrono::milliseconds grace = std::chrono::milliseconds(3000));
   std::string log() const;
   const std::string& log_path() const { return log_path_; }
+  // "running (pid N)", or "exited with status S" (S as wait() returns it): for failure messages.
+  std::string describe();
 
  private:
   pid_t pid_ = -1;
@@ -83,5 +85,9 @@ class Process {
 
 // Reads an integer port written by a program's --port-file, waiting until it appears.
 int wait_for_port_file(const std::string& path, std::chrono::milliseconds timeout);
+// Likewise for the port `proc` writes, but the wait ends as soon as `proc` exits (a failed start)
+// rather than at the timeout: 0 then, unless it wrote the port first. On 0, proc.describe() and
+// proc.log() say why.
+int wait_for_port_file(const std::string& path, Process& proc, std::chrono::milliseconds timeout);
 
 }  // namespace cgn::testing

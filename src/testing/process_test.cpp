@@ -50,5 +50,30 @@ TEST(Process, ACrashedTestLeavesNoChildRunning) {
   }
 }
 
+TEST(WaitForPortFile, EndsWhenTheProcessExitsWithoutWritingIt) {
+  const TempDir dir;
+  Process p({"sh", "-c", "echo 'bad flag' >&2; exit 3"});
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_for_port_file(dir.file("port"), p, 60s), 0);
+  // Generous against a loaded machine, far below the 60 s a wait for the file alone takes.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_EQ(p.describe(), "exited with status 3");
+  EXPECT_NE(p.log().find("bad flag"), std::string::npos) << p.log();
+}
+
+TEST(WaitForPortFile, ReadsThePortOfARunningProcess) {
+  const TempDir dir;
+  Process p({"sh", "-c", "echo 4321 > \"$0\"; exec sleep 1000", dir.file("port")});
+  EXPECT_EQ(wait_for_port_file(dir.file("port"), p, 60s), 4321);
+  EXPECT_EQ(p.describe(), "running (pid " + std::to_string(p.pid()) + ")");
+}
+
+TEST(WaitForPortFile, ReadsThePortOfAProcessThatExitedAfterWritingIt) {
+  const TempDir dir;
+  Process p({"sh", "-c", "echo 4321 > \"$0\"", dir.file("port")});
+  ASSERT_EQ(p.wait(20s), 0);
+  EXPECT_EQ(wait_for_port_file(dir.file("port"), p, 60s), 4321);
+}
+
 }  // namespace
 }  // namespace cgn::testing

@@ -16,7 +16,7 @@ import {
   startServer,
 } from "./harness.mjs";
 
-const KPIS = ["kpi-nodes", "kpi-rps", "kpi-tps", "kpi-latency", "kpi-ttft", "kpi-power", "kpi-prefix"];
+const KPIS = ["kpi-nodes", "kpi-rps", "kpi-tps", "kpi-latency", "kpi-ttft", "kpi-power", "kpi-carbon", "kpi-prefix"];
 const CHART_IDS = ["requests", "tokens", "latency", "ttft", "queue", "kv", "power", "energy"];
 const ENERGY_CHARTS = ["power", "energy"];
 

@@ -37,15 +37,26 @@ async function scrape(url) {
 const eventOnly = new Map([
   ["cgn_router_admission_rejections_total", "no admission caps in that run"],
   ["cgn_router_pd_legs_total", "no prefill/decode nodes in that run"],
+  ["cgn_router_cascade_steps_total", "no [router.cascade] alias in that run"],
+  ["cgn_router_cascade_gate_seconds", "no [router.cascade] alias in that run"],
   ["cgn_router_retries_total", "no upstream failure in that run"],
   ["cgn_router_rejections_total", "no request refused at intake in that run"],
   ["cgn_router_federation_forwards_total", "no federation peers in that run"],
+  ["cgn_router_grpc_requests_total", "no gRPC call in that run"],
   ["cgn_router_state_events_total", "static nodes, no state backend events"],
   // Unknown power is absent, never 0 W: the simulators report no power, so these have no sample.
   ["cgn_cluster_node_power_watts", "no node reports power in that run"],
   ["cgn_cluster_power_watts_total", "no node reports power in that run"],
   ["cgn_cluster_tokens_per_watt", "no node reports power in that run"],
   ["cgn_cluster_node_watt_limit", "no node reports a power limit in that run"],
+  ["cgn_cluster_node_energy_joules_total", "no node reports an energy counter in that run"],
+  ["cgn_cluster_node_joules_per_token", "no node reports an energy counter in that run"],
+  ["cgn_cluster_joules_per_token", "no node reports an energy counter in that run"],
+  // Without a [router.carbon] provider the carbon gate is off and reports nothing.
+  ["cgn_router_carbon_intensity_gco2_per_kwh", "no [router.carbon] provider in that run"],
+  ["cgn_router_carbon_reading_age_seconds", "no [router.carbon] provider in that run"],
+  ["cgn_router_carbon_gate_state", "no [router.carbon] provider in that run"],
+  ["cgn_router_carbon_poll_failures_total", "no [router.carbon] provider in that run"],
 ]);
 
 // The label names a sample carries, without the histogram's le.
@@ -224,6 +235,9 @@ test(
         "cgn_cluster_node_watt_limit",
         "cgn_cluster_power_watts_total",
         "cgn_cluster_tokens_per_watt",
+        "cgn_cluster_node_energy_joules_total",
+        "cgn_cluster_node_joules_per_token",
+        "cgn_cluster_joules_per_token",
       ];
       for (const name of energy) {
         assert.ok(!families.has(name), name);

@@ -27,6 +27,23 @@ bool gone(pid_t pid) {
   return paren == std::string::npos || (paren + 2 < stat.size() && stat[paren + 2] == 'Z');
 }
 
+// Stopped: every thread of `pid` in the stopped state. kill(SIGSTOP) returns before that: the
+// other threads stop only once the thread that takes the signal runs, which on a loaded machine
+// can be long enough for them to take a request first.
+bool stopped(pid_t pid) {
+  std::error_code ec;
+  bool any = false;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    const std::string stat = cgn::testing::read_file(task.path().string() + "/stat");
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'T') {
+      return false;
+    }
+    any = true;
+  }
+  return any;
+}
+
 struct AgentNode {
   std::string id;
   std::string config;
@@ -162,10 +179,12 @@ TEST_F(AgentDeath, AHungAgentIsPassedOverWithinContinueMs) {
   // Stopped, the agent's port still accepts connections (the kernel's backlog), but nothing
   // answers: no "100 Continue" within continue_ms (2 s) is a failed connect.
   victim.proc->signal(SIGSTOP);
+  ASSERT_TRUE(wait_until([&] { return stopped(victim.proc->pid()); }, 10s));
   all_served_quickly_by(prefix, 3, survivor.id);
-  EXPECT_GE(sample(get(port_, "/metrics").body, "cgn_router_retries_total{model=\"m\",reason=\"connect\"}")
-                .value_or(0),
-            1.0);
+  const auto retries =
+      sample(get(port_, "/metrics").body, "cgn_router_retries_total{model=\"m\",reason=\"connect\"}");
+  ASSERT_TRUE(retries.has_value()) << "no connect retries counted";
+  EXPECT_GE(*retries, 1.0);
   victim.proc->signal(SIGCONT);
 }
 

@@ -3,40 +3,14 @@
 // error cases, as a client nobody here wrote sees them. Run by ./run.sh.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync, existsSync, rmSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import OpenAI from 'openai';
+import { binDir, start, stopAll, waitHealthy } from './processes.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const binDir = resolve(process.env.CGN_BIN_DIR || join(here, '../../build/bin'));
 const KEY = 'sk-cognitora-test-key-0123456789';
 const dir = mkdtempSync(join(tmpdir(), 'cgn-node-'));
-const children = [];
-
-function start(bin, args, portFile) {
-  const child = spawn(join(binDir, bin), args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  child.stderr.on('data', (d) => { log += d; });
-  child.log = () => log;
-  children.push(child);
-  return waitForPort(portFile, child);
-}
-
-async function waitForPort(file, child) {
-  const deadline = Date.now() + 15000;
-  while (Date.now() < deadline) {
-    if (existsSync(file)) {
-      const port = Number(readFileSync(file, 'utf8').trim());
-      if (port > 0) return port;
-    }
-    if (child.exitCode !== null) throw new Error(`process exited early: ${child.log()}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`no port file ${file}: ${child.log()}`);
-}
 
 let router;
 let client;
@@ -57,18 +31,11 @@ before(async () => {
   const port = await start('cgn-router', args, pf);
   base = `http://127.0.0.1:${port}`;
   client = new OpenAI({ apiKey: KEY, baseURL: `${base}/v1`, maxRetries: 0, timeout: 10000 });
-  // Wait until both engines passed a health check.
-  const deadline = Date.now() + 15000;
-  while (Date.now() < deadline) {
-    const h = await (await fetch(`${base}/health`)).json();
-    if (h.nodes_healthy === 2) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error('engines never became healthy');
+  await waitHealthy(base, 2);  // both engines passed a health check
 });
 
 after(() => {
-  for (const c of children) c.kill('SIGTERM');
+  stopAll();
   rmSync(dir, { recursive: true, force: true });
 });
 

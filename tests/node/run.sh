@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The official openai npm client against cgn-router (+ two cgn-fake-engine upstreams), under
+# The official openai npm client, and the npm gRPC client for Generate, against cgn-router (+
+# cgn-fake-engine and cgn-engine-sim upstreams), under
 # node's built-in test runner. Exit code = result.
 #
 #   tests/node/run.sh                         # binaries from build/bin
@@ -20,4 +21,6 @@ if [[ ! -f $stamp || package-lock.json -nt $stamp ]]; then
   npm ci --no-audit --no-fund --loglevel=error
 fi
 export CGN_BIN_DIR="${CGN_BIN_DIR:-$(cd ../.. && pwd)/build/bin}"
-exec node --test --test-reporter=spec --test-concurrency=1 --test-timeout=60000 openai_client.test.mjs
+exec node --test --test-reporter=spec --test-concurrency=1 --test-timeout=60000 openai_client.test.mjs \
+  openai_tools.test.mjs openai_responses.test.mjs \
+  grpc_generate.test.mjs

@@ -8,6 +8,10 @@ gRPC message (the daemon accepts messages of at most 1 MiB + 64 KiB).
 Every failure is a KvCachedError whose `code` is the gRPC status name in lower case
 ("not_found", "unavailable", "invalid_argument", ...) or "protocol" when the daemon's answer
 breaks the protocol (a wrong length, a missing first chunk).
+
+Every call carries a gRPC deadline and, behind it, a watchdog that cancels the call a moment
+after the deadline: grpcio (1.51, Debian bookworm) can leave a call to a daemon that died
+mid-connection waiting forever despite its deadline, and an engine must never hang on its cache.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import threading
 from typing import Iterable, Iterator, Sequence
 
 import grpc
+import grpc.experimental
 
 from cgn_kv_connector._proto import kvcached_pb2 as pb
 from cgn_kv_connector._proto import kvcached_pb2_grpc as pb_grpc
@@ -26,6 +31,8 @@ DIGEST_BYTES = 32
 # The daemon's limits on one BatchLookup (src/kvcached/wire.cpp).
 MAX_LOOKUP_REQUESTS = 1024
 MAX_LOOKUP_DIGESTS = 16384
+# How long past a call's own deadline the watchdog waits before cancelling it.
+WATCHDOG_GRACE_S = 0.5
 
 
 class KvCachedError(Exception):
@@ -109,7 +116,11 @@ class KvCachedClient:
         self._lookup_timeout_s = lookup_timeout_s
         self._max_block_bytes = max_block_bytes
         options = [("grpc.max_receive_message_length", CHUNK_BYTES + (64 << 10)),
-                   ("grpc.max_send_message_length", CHUNK_BYTES + (64 << 10))]
+                   ("grpc.max_send_message_length", CHUNK_BYTES + (64 << 10)),
+                   # GetBlock streams driven on the caller's thread: with grpcio's default
+                   # (a channel thread feeding the iterator) a GetBlock to a daemon that had
+                   # just died could wait forever, its deadline and a cancel both ignored.
+                   (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)]
         if tls is not None and (tls.ca or tls.cert or tls.key):
             if bool(tls.cert) != bool(tls.key):
                 raise ValueError("TLS: a client certificate and its key go together")
@@ -139,8 +150,9 @@ class KvCachedClient:
         """Stores one block; True when it was already resident (nothing written)."""
         digest = _check_digest(digest)
         view = memoryview(data).cast("B")
-        return self._call(lambda: self._stub.PutBlock(_put_messages(ns, digest, view),
-                                                      timeout=self._timeout_s)).already_resident
+        return self._call(lambda: self._result(
+            self._stub.PutBlock.future(_put_messages(ns, digest, view), timeout=self._timeout_s),
+            self._timeout_s)).already_resident
 
     def get(self, ns: Namespace, digest: bytes) -> Block:
         """Reads one block; KvCachedError("not_found") when absent, evicted or corrupt."""
@@ -151,18 +163,20 @@ class KvCachedClient:
             tier = ""
             length = 0
             pos = 0
-            for chunk in self._stub.GetBlock(req, timeout=self._timeout_s):
-                if buf is None:
-                    length, tier = chunk.length, chunk.tier
-                    if length > self._max_block_bytes:
-                        raise KvCachedError("protocol", f"a {length}-byte block is over the client's "
-                                                        f"limit of {self._max_block_bytes}")
-                    buf = bytearray(length)
-                n = len(chunk.data)
-                if pos + n > length:
-                    raise KvCachedError("protocol", f"the daemon sent more than the {length} bytes announced")
-                buf[pos:pos + n] = chunk.data
-                pos += n
+            call = self._stub.GetBlock(req, timeout=self._timeout_s)
+            with _Watchdog(call, self._timeout_s):
+                for chunk in call:
+                    if buf is None:
+                        length, tier = chunk.length, chunk.tier
+                        if length > self._max_block_bytes:
+                            raise KvCachedError("protocol", f"a {length}-byte block is over the client's "
+                                                            f"limit of {self._max_block_bytes}")
+                        buf = bytearray(length)
+                    n = len(chunk.data)
+                    if pos + n > length:
+                        raise KvCachedError("protocol", f"the daemon sent more than the {length} bytes announced")
+                    buf[pos:pos + n] = chunk.data
+                    pos += n
             if buf is None:
                 raise KvCachedError("protocol", "GetBlock ended without a chunk")
             if pos != length:
@@ -180,19 +194,61 @@ class KvCachedClient:
         msg = pb.BatchLookupRequest(namespace=ns.to_proto(), lease_ms=max(0, int(lease_ms)))
         for digests in requests:
             msg.requests.add(digests=[_check_digest(d) for d in digests])
-        resp = self._call(lambda: self._stub.BatchLookup(msg, timeout=self._lookup_timeout_s))
+        resp = self._call(lambda: self._result(
+            self._stub.BatchLookup.future(msg, timeout=self._lookup_timeout_s), self._lookup_timeout_s))
         if len(resp.results) != len(requests):
             raise KvCachedError("protocol", f"{len(resp.results)} results for {len(requests)} requests")
         return LookupResult([list(r.tiers) for r in resp.results], resp.lease_until_unix_ms)
 
     def stats(self) -> pb.StatsResponse:
-        return self._call(lambda: self._stub.Stats(pb.StatsRequest(), timeout=self._lookup_timeout_s))
+        return self._call(lambda: self._result(
+            self._stub.Stats.future(pb.StatsRequest(), timeout=self._lookup_timeout_s), self._lookup_timeout_s))
+
+    @staticmethod
+    def _result(future, timeout_s: float):
+        """The answer of a unary-response call, waited for at most the deadline plus the
+        watchdog's grace; past that the call is cancelled and reported as deadline_exceeded."""
+        try:
+            return future.result(timeout=timeout_s + WATCHDOG_GRACE_S)
+        except grpc.FutureTimeoutError:
+            future.cancel()
+            raise KvCachedError("deadline_exceeded",
+                                f"no answer within {timeout_s + WATCHDOG_GRACE_S:.1f} s") from None
 
     def _call(self, fn):
         try:
             return fn()
         except grpc.RpcError as e:
             raise _error(e) from None
+
+
+class _Watchdog:
+    """Cancels a streaming call still running WATCHDOG_GRACE_S past its deadline; the iteration
+    that was waiting then ends in KvCachedError("deadline_exceeded")."""
+
+    def __init__(self, call, timeout_s: float):
+        self._call = call
+        self._timeout_s = timeout_s
+        self._fired = threading.Event()
+        self._timer = threading.Timer(timeout_s + WATCHDOG_GRACE_S, self._fire)
+        self._timer.daemon = True
+
+    def _fire(self) -> None:
+        self._fired.set()
+        self._call.cancel()
+
+    def __enter__(self) -> "_Watchdog":
+        self._timer.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self._timer.cancel()
+        if exc_type is not None:
+            self._call.cancel()  # a stream abandoned mid-way (a refused length) stops at the daemon too
+        if self._fired.is_set() and exc_type is not None and issubclass(exc_type, grpc.RpcError):
+            raise KvCachedError("deadline_exceeded",
+                                f"no answer within {self._timeout_s + WATCHDOG_GRACE_S:.1f} s") from None
+        return False
 
 
 def _put_messages(ns: Namespace, digest: bytes, view: memoryview) -> Iterator[pb.PutBlockRequest]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -56,7 +57,7 @@ class Daemon:
                 f.write(self._config_text)
             args += ["--config", cfg]
         self._log = open(os.path.join(self.dir, "daemon.log"), "ab")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        self.proc = subprocess.Popen(_die_with_parent(args), stdout=self._log, stderr=subprocess.STDOUT)
 
         def ready():
             if self.proc.poll() is not None:
@@ -96,13 +97,14 @@ class Daemon:
         self._dir.cleanup()
 
 
-def _die_with_parent() -> None:
-    """In the child: SIGKILL when the test process dies, so a killed test leaves no daemon."""
-    import ctypes
-    import signal
+def _die_with_parent(args: list[str]) -> list[str]:
+    """The command under util-linux's setpriv --pdeathsig KILL, so a killed test leaves no daemon.
 
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    Not preexec_fn: that runs Python in the forked child, which deadlocks when another thread
+    (gRPC's) held a lock at the fork; without it subprocess uses vfork + exec and runs no Python
+    in between."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--", *args] if setpriv else args
 
 
 def closed_port_target() -> str:

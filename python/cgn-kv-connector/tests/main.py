@@ -5,13 +5,19 @@ $CGN_SKIP_LOG ("name: test" per line) for make test's summary.
     main.py NAME PATTERN
 """
 
+import faulthandler
 import os
 import sys
 import unittest
 
+# A hung test prints every thread's stack and fails well before ctest's timeout would kill it
+# silently (python/CMakeLists.txt gives the run 300 s).
+HANG_S = 240
+
 
 def main(argv):
     name, pattern = argv[1], argv[2]
+    faulthandler.dump_traceback_later(HANG_S, exit=True)
     here = os.path.dirname(os.path.abspath(__file__))
     suite = unittest.defaultTestLoader.discover(here, pattern=pattern, top_level_dir=here)
     result = unittest.TextTestRunner(verbosity=2).run(suite)

@@ -60,7 +60,7 @@ Router start_router(const TempDir& dir, const std::string& policy, const std::ve
   }
   r.proc = std::make_unique<Process>(std::move(argv), std::map<std::string, std::string>{},
                                      dir.file("router-" + policy + ".log"));
-  r.port = cgn::testing::wait_for_port_file(pf, 20s);
+  r.port = cgn::testing::wait_for_port_file(pf, *r.proc, 20s);
   return r;
 }
 

@@ -55,7 +55,15 @@ void DeadlineSweeper::arm() {
   timer_->expires_after(interval_);
   timer_->async_wait([this](boost::system::error_code ec) {
     armed_ = false;
-    if (ec || shut_) {
+    if (shut_) {
+      return;
+    }
+    if (ec) {
+      // Cancelled when the last entry left; entries added before this handler ran found the
+      // tick still armed and did not arm it: without this they would never time out.
+      if (!entries_.empty()) {
+        arm();
+      }
       return;
     }
     tick();

@@ -439,6 +439,40 @@ TEST(HttpClient, header_timeout_when_server_accepts_but_never_answers) {
   EXPECT_EQ(client.idle_connections(Upstream{"127.0.0.1", up.port()}), 0u);
 }
 
+// A client alone on its io_context (a poller, not a server): the first request's connection goes
+// back to the pool (leaving the deadline sweeper empty) and the second takes it on the same turn
+// of the loop. The second request's header timeout must still be enforced.
+TEST(HttpClient, header_timeout_holds_for_a_request_right_after_another_on_a_client_only_context) {
+  RawServer up(RawServer::one_connection([](tcp::socket& s) {
+    std::string buf;
+    if (RawServer::answer_first_then_read_next(s, buf)) {
+      RawServer::read_head(s, buf);  // never answers; returns when the client gives up (or in 5 s)
+    }
+  }));
+  asio::io_context ctx;
+  ClientConfig cc;
+  cc.timer_resolution = 10ms;
+  cc.timeouts.header = 200ms;
+  HttpClient client(ctx, cc);
+  const Upstream u{"127.0.0.1", up.port()};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto [first, second] =
+      run_on(ctx,
+             [](HttpClient& c,
+                Upstream u) -> asio::awaitable<std::pair<HttpResult<Response>, HttpResult<Response>>> {
+               auto a = co_await c.send(u, make_request(Verb::get, "/first"));
+               auto b = co_await c.send(u, make_request(Verb::get, "/second"));
+               co_return std::make_pair(std::move(a), std::move(b));
+             }(client, u));
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_EQ(first->body(), "first");
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().code, HttpError::timeout) << second.error().message;
+  // Without the timeout the client waits until the server gives up (5 s), then retries on a fresh
+  // connection nobody answers, for ever.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s);
+}
+
 TEST(HttpClient, connect_failure_is_an_error_value) {
   uint16_t dead_port = 0;
   {

@@ -66,6 +66,34 @@ Result<std::shared_ptr<grpc::ServerCredentials>, TlsError> server_credentials(co
   return grpc::SslServerCredentials(o);
 }
 
+Result<std::shared_ptr<grpc::ServerCredentials>, TlsError> server_credentials(
+    const std::string& cert_file, const std::string& key_file, const std::string& client_ca_file,
+    std::string_view section) {
+  if (cert_file.empty()) {
+    return grpc::InsecureServerCredentials();
+  }
+  auto cert = read_pem(cert_file, fmt::format("{} tls_cert", section));
+  if (!cert) {
+    return cert.error();
+  }
+  auto key = read_pem(key_file, fmt::format("{} tls_key", section));
+  if (!key) {
+    return key.error();
+  }
+  const bool mutual = !client_ca_file.empty();
+  grpc::SslServerCredentialsOptions o(mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                             : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  if (mutual) {
+    auto ca = read_pem(client_ca_file, fmt::format("{} tls_client_ca", section));
+    if (!ca) {
+      return ca.error();
+    }
+    o.pem_root_certs = std::move(*ca);
+  }
+  o.pem_key_cert_pairs.push_back({std::move(*key), std::move(*cert)});
+  return grpc::SslServerCredentials(o);
+}
+
 Result<std::shared_ptr<grpc::ChannelCredentials>, TlsError> channel_credentials(
     const config::TlsConfig& tls) {
   if (!tls.enabled()) {

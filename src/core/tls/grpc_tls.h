@@ -1,6 +1,6 @@
 // The one credentials helper for the links inside the cluster ([tls], docs/security.md): every
-// gRPC server and channel (the agent's Agent service and the router's calls to it today; the
-// kvcached, power and Generate services when they come) takes its credentials from here, and the
+// gRPC server and channel (the agent's Agent service and the router's calls to it, the kvcached
+// and power services, the router's Generate API) takes its credentials from here, and the
 // router -> agent HTTP hop its settings. With [tls] unset everything is plaintext, as before.
 //
 // Pure functions over the configuration and the PEM files it names; thread-safe. Errors name the
@@ -34,6 +34,14 @@ Result<std::string, TlsError> read_pem(const std::string& path, std::string_view
 // Server credentials from [tls]: insecure when it is not enabled; else the certificate and key,
 // and, with require_client_cert, clients must present a certificate ca_file verifies.
 Result<std::shared_ptr<grpc::ServerCredentials>, TlsError> server_credentials(const config::TlsConfig& tls);
+
+// Server credentials for a listener with certificates of its own (the router's [router.grpc]):
+// insecure when `cert_file` is empty; else the certificate and key and, when `client_ca_file` is
+// set, clients must present a certificate it verifies (mutual TLS). Errors name
+// `section`'s keys tls_cert, tls_key and tls_client_ca.
+Result<std::shared_ptr<grpc::ServerCredentials>, TlsError> server_credentials(
+    const std::string& cert_file, const std::string& key_file, const std::string& client_ca_file,
+    std::string_view section);
 
 // Channel credentials from [tls]: insecure when it is not enabled; else the server is verified
 // against ca_file (and its name against the target's host) and this process presents its

@@ -6,9 +6,8 @@
 
 namespace cgn::sim {
 
-KvcachedTier::KvcachedTier(std::unique_ptr<kvcached::KvClient> client, kvcache::BlockNamespace ns)
+KvcachedTier::KvcachedTier(std::unique_ptr<KvcachedLink> client, kvcache::BlockNamespace ns)
     : client_(std::move(client)), ns_(std::move(ns)) {
-  client_->set_timeout_ms(kKvcachedLookupTimeoutMs);
   sender_ = std::thread([this] { send_loop(); });
 }
 
@@ -77,21 +76,18 @@ void KvcachedTier::send_loop() {
 }
 
 void KvcachedTier::lookup(std::span<const BlockHash> hashes, Nanos lease, std::vector<OffloadTierKind>& out) {
-  std::vector<std::vector<Digest>> req(1);
-  req[0].reserve(hashes.size());
+  std::vector<Digest> req;
+  req.reserve(hashes.size());
   for (BlockHash h : hashes) {
-    req[0].push_back(block_digest(h));
+    req.push_back(block_digest(h));
   }
   const auto lease_ms = static_cast<uint32_t>(std::max<Nanos>(lease / 1'000'000, 1));
-  auto r = client_->batch_lookup(ns_, req, lease_ms);
+  auto r = client_->lookup(ns_, req, lease_ms);
   if (!r.ok()) {
     note_failure("lookup", r.error().message);
     return;
   }
-  if (r->runs.empty()) {
-    return;
-  }
-  for (kvcache::Tier t : r->runs[0]) {
+  for (kvcache::Tier t : *r) {
     if (t == kvcache::Tier::kRam) {
       out.push_back(OffloadTierKind::kRam);
     } else if (t == kvcache::Tier::kSsd) {

@@ -1,10 +1,10 @@
 // The engine-sim shell's KV offload tier (sim/offload_tier.h): a live cgn-kvcached over gRPC
-// (kvcached::KvClient). Evicted blocks are put off the request path by one background thread
-// from a bounded queue (full: the oldest waiting put is dropped and counted, as an engine drops
-// offloads it cannot keep up with); each block carries a few synthetic bytes derived from its
-// digest. Lookups are BatchLookup with the engine's lease, on the engine's thread, with a short
-// deadline: a daemon that is down or slow answers nothing and the engine recomputes (one warning
-// per outage in the log, no error to the client).
+// (a KvcachedLink, kvcached_link.h: kvcached::KvClient in a module loaded for this tier only). Evicted blocks
+// are put off the request path by one background thread from a bounded queue (full: the oldest waiting put is
+// dropped and counted, as an engine drops offloads it cannot keep up with); each block carries a few
+// synthetic bytes derived from its digest. Lookups are BatchLookup with the engine's lease, on the engine's
+// thread, with a short deadline: a daemon that is down or slow answers nothing and the engine recomputes (one
+// warning per outage in the log, no error to the client).
 //
 // Namespace: the served model name, dtype bf16, the engine's block size and TP size; the daemon
 // derives each block's key from it and the block's digest (kvcache::KeyDeriver).
@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "kvcache/block_key.h"
-#include "kvcached/kv_client.h"
 #include "sim/offload_tier.h"
+#include "sim/shell/kvcached_link.h"
 
 namespace cgn::sim {
 
@@ -32,19 +32,20 @@ inline constexpr uint32_t kKvcachedLookupTimeoutMs = 200;  // a lookup slower th
 
 class KvcachedTier final : public OffloadTier {
  public:
-  KvcachedTier(std::unique_ptr<kvcached::KvClient> client, kvcache::BlockNamespace ns);
+  KvcachedTier(std::unique_ptr<KvcachedLink> client, kvcache::BlockNamespace ns);
   ~KvcachedTier() override;  // stops the sender (waiting puts are dropped)
   KvcachedTier(const KvcachedTier&) = delete;
   KvcachedTier& operator=(const KvcachedTier&) = delete;
 
   void put(std::span<const BlockHash> hashes, uint64_t block_bytes) override;
   void lookup(std::span<const BlockHash> hashes, Nanos lease, std::vector<OffloadTierKind>& out) override;
+  std::optional<bool> reachable() override { return client_->connected(); }
 
  private:
   void send_loop();
   void note_failure(const std::string& what, const std::string& message);
 
-  std::unique_ptr<kvcached::KvClient> client_;
+  std::unique_ptr<KvcachedLink> client_;
   kvcache::BlockNamespace ns_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <random>
 #include <unordered_map>
 
 #include "core/http/client.h"
@@ -25,6 +26,8 @@
 #include "sim/metrics_render.h"
 #include "sim/openai_parse.h"
 #include "sim/openai_render.h"
+#include "sim/power_page.h"
+#include "sim/responses_api.h"
 #include "sim/shell/kv_event_publisher.h"
 #include "sim/shell/kvcached_tier.h"
 #include "sim/shell_api.h"
@@ -333,10 +336,12 @@ struct SimServer::Impl {
     return res;
   }
 
-  asio::awaitable<void> generate(http::Exchange& ex, ApiKind kind) {
+  // What every generation request does first: the loading answer, its id and fault plan (exit and
+  // slow start applied). nullopt when it has been answered (or the client left).
+  asio::awaitable<std::optional<Reply>> begin_reply(http::Exchange& ex) {
     if (!loaded()) {
       (void)co_await ex.respond(loading_response());
-      co_return;
+      co_return std::nullopt;
     }
     const http::Request& hreq = ex.request();
     Reply rp;
@@ -344,7 +349,7 @@ struct SimServer::Impl {
     auto plan = request_faults(hreq, rp.rid);
     if (!plan) {
       (void)co_await ex.respond(error_response(400, "X-Sim-Fault: " + plan.error().message));
-      co_return;
+      co_return std::nullopt;
     }
     rp.plan = *plan;
     if (rp.plan.exit_process) {
@@ -352,9 +357,18 @@ struct SimServer::Impl {
       std::_Exit(1);
     }
     if (rp.plan.slow_start > 0 && !co_await wait_real(std::chrono::nanoseconds(rp.plan.slow_start), ex)) {
+      co_return std::nullopt;
+    }
+    co_return rp;
+  }
+
+  asio::awaitable<void> generate(http::Exchange& ex, ApiKind kind) {
+    auto begun = co_await begin_reply(ex);
+    if (!begun) {
       co_return;
     }
-
+    Reply& rp = *begun;
+    const http::Request& hreq = ex.request();
     auto body = parse_generation_body(kind, hreq.body());
     if (!body) {
       (void)co_await ex.respond(error_response(400, body.error().message));
@@ -366,6 +380,13 @@ struct SimServer::Impl {
       co_return;
     }
     Request r = to_engine_request(*body, shell.sim.reply_mode, engine.config().model.max_model_len);
+    rp.meta.tool_calls = plan_tool_calls(body->structured, body->messages, rp.rid);
+    rp.meta.logprobs = body->logprobs;
+    rp.meta.logprobs.confidence = rp.plan.confidence > 0 ? rp.plan.confidence : kDefaultConfidence;
+    rp.meta.logprobs.seed = request_seed(rp.rid) ^ 0x6c6f67ULL;
+    if (!rp.meta.tool_calls.empty()) {
+      set_fixed_reply(r, tool_calls_reply_text(rp.meta.tool_calls));
+    }
     r.external_id = rp.rid;
     r.fail_before_first_token = rp.plan.error_status;
     rp.decode_leg = r.kv_transfer && r.kv_transfer->do_remote_prefill;
@@ -385,14 +406,100 @@ struct SimServer::Impl {
     rp.meta.created = created_unix + (now() / kNanosPerSecond);
     rp.meta.model = shell.sim.served_model_name;
     if (!body->stream) {
-      co_await reply_whole(ex, w, reg, rp);
+      co_await reply_whole(ex, w, reg, rp,
+                           [&rp](const Completion& c) { return render_completion_body(rp.meta, c); });
     } else {
-      co_await reply_stream(ex, w, reg, rp, body->include_usage);
+      co_await reply_stream(ex, w, reg, rp, SseStream(rp.meta, body->include_usage));
     }
   }
 
-  // Non-streaming: one response once the request finished.
-  asio::awaitable<void> reply_whole(http::Exchange& ex, Waiter& w, Registration& reg, const Reply& rp) {
+  // POST /v1/responses (vLLM; responses_api.h): the conversation (with previous_response_id's
+  // stored one) generated as a chat request; a stored response is kept in `stored_responses`.
+  asio::awaitable<void> responses(http::Exchange& ex) {
+    auto begun = co_await begin_reply(ex);
+    if (!begun) {
+      co_return;
+    }
+    Reply& rp = *begun;
+    auto body = parse_responses_body(ex.request().body());
+    if (!body) {
+      (void)co_await ex.respond(error_response(400, body.error().message));
+      co_return;
+    }
+    if (!body->model.empty() && body->model != shell.sim.served_model_name) {
+      (void)co_await ex.respond(
+          error_response(404, "The model `" + body->model.substr(0, 256) + "` does not exist.", "model"));
+      co_return;
+    }
+    const StoredResponse* previous = nullptr;
+    if (!body->previous_response_id.empty()) {
+      previous = stored_responses.find(body->previous_response_id);
+      if (previous == nullptr) {
+        (void)co_await ex.respond(http::make_response(
+            404,
+            render_error_body(flavour, 404, response_not_found_message(body->previous_response_id), {},
+                              "invalid_request_error"),
+            "application/json"));
+        co_return;
+      }
+    }
+    if (body->has_tools) {
+      (void)co_await ex.respond(error_response(400, kResponsesToolsError));
+      co_return;
+    }
+    GenerationBody chat;
+    chat.model = body->model;
+    chat.messages = responses_conversation(*body, previous);
+    chat.max_tokens = body->max_output_tokens;
+    chat.stream = body->stream;
+    chat.seed = body->seed;
+    Request r = to_engine_request(chat, shell.sim.reply_mode, engine.config().model.max_model_len);
+    r.external_id = rp.rid;
+    r.fail_before_first_token = rp.plan.error_status;
+
+    ResponseObjectMeta meta;
+    meta.id = "resp_" + hex_id(id_salt, ++next_response);
+    meta.message_id = "msg_" + hex_id(id_salt, ++next_response);
+    meta.created_at = created_unix + (now() / kNanosPerSecond);
+    meta.model = shell.sim.served_model_name;
+    meta.instructions = body->instructions;
+    meta.previous_response_id = body->previous_response_id;
+    meta.max_output_tokens = r.max_tokens;
+    meta.temperature = body->temperature;
+    meta.top_p = body->top_p;
+
+    Waiter w(co_await asio::this_coro::executor);
+    auto h = engine.add_request(std::move(r), now());
+    if (!h) {
+      (void)co_await ex.respond(error_response(http_status(h.error().code), h.error().message));
+      co_return;
+    }
+    waiters.emplace(*h, &w);
+    Registration reg{*this, *h};
+    pump();
+
+    // Kept when the request finished (vLLM stores only completed responses, and only with store).
+    auto keep = [this, store = body->store, id = meta.id,
+                 msgs = std::move(chat.messages)](const Completion& c) {
+      if (store) {
+        stored_responses.put(id, StoredResponse{msgs, c.text});
+      }
+    };
+    if (!body->stream) {
+      co_await reply_whole(ex, w, reg, rp, [&meta, &keep](const Completion& c) {
+        keep(c);
+        return render_response_object(meta, &c);
+      });
+    } else {
+      std::string item_id = hex_id(id_salt, ++next_response);
+      co_await reply_stream(ex, w, reg, rp, ResponsesSse(meta, std::move(item_id), keep));
+    }
+  }
+
+  // Non-streaming: one response once the request finished, its body render(completion).
+  template <typename Render>
+  asio::awaitable<void> reply_whole(http::Exchange& ex, Waiter& w, Registration& reg, const Reply& rp,
+                                    Render render) {
     for (;;) {
       auto ev = co_await next_event(w, ex);
       if (!ev) {
@@ -407,7 +514,7 @@ struct SimServer::Impl {
         (void)co_await ex.respond(failed_response(rp, c));
         co_return;
       }
-      http::Response res = http::make_response(200, render_completion_body(rp.meta, c), "application/json");
+      http::Response res = http::make_response(200, render(c), "application/json");
       add_headers(res, finished_headers(rp, c));
       (void)co_await ex.respond(std::move(res));
       co_return;
@@ -432,11 +539,11 @@ struct SimServer::Impl {
     co_return co_await ex.begin_sse(std::move(fields));
   }
 
-  // Streaming: tokens as SSE chunks, with the plan's stall and drop faults.
+  // Streaming: tokens as SSE events (SseStream, ResponsesSse), with the plan's stall and drop faults.
+  template <typename Stream>
   asio::awaitable<void> reply_stream(http::Exchange& ex, Waiter& w, Registration& reg, const Reply& rp,
-                                     bool include_usage) {
+                                     Stream sse) {
     const FaultPlan& plan = rp.plan;
-    SseStream sse(rp.meta, include_usage);
     bool stalled = plan.stall == 0;
     bool started = false;
     for (;;) {
@@ -628,6 +735,20 @@ struct SimServer::Impl {
     (void)co_await ex.respond(http::make_response(200, std::move(out), "application/json"));
   }
 
+  // The power model's readings as a dcgm-exporter page (docs/sim.md "Power model").
+  std::string dcgm_page() {
+    pump();
+    const EngineStats& s = engine.stats();
+    const NodeModel& m = engine.config().model;
+    if (dcgm_labels.gpu_uuid.empty()) {
+      char host[256] = {};
+      (void)::gethostname(host, sizeof host - 1);
+      dcgm_labels = {gpu_uuid_for(engine.config().engine_id), m.gpu_name, host};
+    }
+    const PowerReading r = power_meter.sample(m, now(), s.prefill_ns, s.decode_ns);
+    return render_dcgm_page(r, m.power_limit_watts, dcgm_labels);
+  }
+
   http::RouteTable routes() {
     http::RouteTable rt;
     rt.post("/v1/chat/completions", [this](http::Exchange& ex) { return generate(ex, ApiKind::kChat); });
@@ -636,6 +757,9 @@ struct SimServer::Impl {
       rt.post("/chat/completions", [this](http::Exchange& ex) { return generate(ex, ApiKind::kChat); });
     }
     rt.post("/v1/embeddings", [this](http::Exchange& ex) { return embeddings(ex); });
+    if (flavour == Flavour::kVllm) {
+      rt.post("/v1/responses", [this](http::Exchange& ex) { return responses(ex); });
+    }
     rt.get("/v1/models", [this](http::Exchange& ex) { return models(ex); });
     auto h = [this](http::Exchange& ex) { return health(ex); };
     rt.get(std::string(flavour_traits(flavour).health.path), h);
@@ -658,6 +782,9 @@ struct SimServer::Impl {
              }));
       rt.enable_cors(std::string(mpath));
     }
+    if (shell.sim.metrics_enabled) {
+      rt.get(std::string(kDcgmPath), http::metrics_handler([this] { return dcgm_page(); }));
+    }
     if (shell.sim.kv_transfer) {
       rt.post(std::string(kClaimPath), [this](http::Exchange& ex) { return claim(ex); });
     }
@@ -676,6 +803,8 @@ struct SimServer::Impl {
   int64_t created_unix;
   log::Logger logger;
   MetricsContext mctx;
+  PowerMeter power_meter;
+  DcgmLabels dcgm_labels;
   uint16_t port = 0;
 
   std::unique_ptr<http::Server> server;
@@ -688,6 +817,10 @@ struct SimServer::Impl {
   bool pumping = false;
   bool repump = false;
   uint64_t next_id = 0;
+  ResponseStore stored_responses;  // POST /v1/responses, store=true
+  // Response ids differ per process (the router maps them to nodes).
+  uint64_t id_salt = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  uint64_t next_response = 0;
   bool shutting_down = false;
 };
 
@@ -744,7 +877,7 @@ http::HttpResult<uint16_t> SimServer::start() {
     ecfg.record_kv_events = true;
   }
   if (!config_.sim.kvcached_target.empty() && !tier_) {
-    auto client = kvcached::KvClient::connect(config_.sim.kvcached_target, config::TlsConfig{});
+    auto client = connect_kvcached(config_.sim.kvcached_target, kKvcachedLookupTimeoutMs);
     if (!client.ok()) {
       return http::http_error(http::HttpError::bind_failed, "kvcached: " + client.error().message);
     }

@@ -36,6 +36,8 @@ namespace cgn::sim {
 inline constexpr std::string_view kFaultHeader = "X-Sim-Fault";
 // Side channel on the API port: the decode instance claims held KV blocks.
 inline constexpr std::string_view kClaimPath = "/internal/kv/claim";
+// The power model's dcgm-exporter page on the API port (with metrics enabled).
+inline constexpr std::string_view kDcgmPath = "/dcgm/metrics";
 
 struct ShellConfig {
   SimOptions sim;

@@ -22,8 +22,8 @@ bool wildcard(std::string_view host) {
   return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
 }
 
-constexpr const char* kLoadFields[] = {"free_blocks", "queue_depth", "running",     "power_watts",
-                                       "kv_epoch",    "ready",       "total_blocks"};
+constexpr const char* kLoadFields[] = {"free_blocks",   "queue_depth", "running", "power_watts",
+                                       "energy_joules", "kv_epoch",    "ready",   "total_blocks"};
 
 }  // namespace
 

@@ -33,9 +33,9 @@ inline constexpr const char* kRecordKey = "record";  // the node record without 
 inline constexpr const char* kLoadKey = "load";      // the fields that change with every scrape
 
 // The record JSON split into its identity part (kRecordKey: changes rarely) and its load part
-// (kLoadKey: free_blocks, queue_depth, running, power_watts, kv_epoch, ready, total_blocks), so a
-// scrape gossips ~100 bytes instead of the whole record. Input that is not a JSON object is kept
-// whole in the identity part.
+// (kLoadKey: free_blocks, queue_depth, running, power_watts, energy_joules, kv_epoch, ready, total_blocks),
+// so a scrape gossips ~100 bytes instead of the whole record. Input that is not a JSON object is kept whole
+// in the identity part.
 std::pair<std::string, std::string> split_record(const std::string& json);
 // The inverse: the load fields laid over the identity part.
 std::string merge_record(const std::string& identity, const std::string& load);

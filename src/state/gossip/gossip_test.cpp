@@ -506,6 +506,26 @@ TEST(GossipStoreReconcile, load_fields_travel_apart_and_merge_back) {
   EXPECT_EQ(split_record("not json").first, "not json");
 }
 
+TEST(GossipStoreReconcile, power_and_energy_travel_with_the_load_and_watt_limit_with_the_identity) {
+  cluster::NodeRecord r;
+  r.node_id = "gpu-1";
+  r.address = "10.0.0.1:9090";
+  r.engine = "vllm";
+  r.generation = 5;
+  r.kv_epoch = 6;
+  r.power_watts = 512.5;
+  r.energy_joules = 123456.25;
+  r.watt_limit = 250;
+  const auto [identity, load] = split_record(cluster::to_json(r));
+  EXPECT_NE(load.find("\"energy_joules\":123456.25"), std::string::npos) << load;
+  EXPECT_NE(load.find("\"power_watts\":512.5"), std::string::npos) << load;
+  EXPECT_EQ(identity.find("energy_joules"), std::string::npos) << identity;
+  EXPECT_NE(identity.find("\"watt_limit\":250"), std::string::npos) << identity;
+  auto back = cluster::parse_node_record(merge_record(identity, load));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, r);
+}
+
 TEST(GossipConfigKey, refuses_to_start_without_a_key_unless_insecure) {
   config::GossipConfig cfg;
   auto keyless = node_options_from_config(cfg, "router-a");

@@ -58,8 +58,8 @@ TEST(StaticStoreAgent, polls_the_agents_health_for_the_node_record) {
   Process agent(
       {cgn::testing::bin_path("cgn-agent"), "--config", cfg, "--grpc-port-file", dir.file("grpc.port")},
       {{"PATH", dir.path() + ":" + (path ? path : "/usr/bin:/bin")}});
-  const int grpc_port = cgn::testing::wait_for_port_file(dir.file("grpc.port"), 20s);
-  ASSERT_GT(grpc_port, 0) << agent.log();
+  const int grpc_port = cgn::testing::wait_for_port_file(dir.file("grpc.port"), agent, 20s);
+  ASSERT_GT(grpc_port, 0) << agent.describe() << "\n" << agent.log();
 
   StaticStoreOptions o;
   const std::string url = "http://127.0.0.1:" + std::to_string(http_port);

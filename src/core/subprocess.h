@@ -1,5 +1,6 @@
 // Running a short-lived tool (nvidia-smi, rocm-smi) and capturing its stdout, with a deadline
-// and a size cap. The long-lived engine process is the supervisor's business (supervisor.h).
+// and a size cap (the agent's GPU probes, cgn-power's ipmitool). The agent's long-lived engine process is
+// its supervisor's business (agent/supervisor.h).
 // Thread-safe: every call is independent; only async-signal-safe calls run between fork and exec.
 #pragma once
 
@@ -12,7 +13,7 @@
 
 #include "core/result.h"
 
-namespace cgn::agent {
+namespace cgn {
 
 enum class RunError : uint8_t { kNotFound, kSpawn, kTimeout };
 
@@ -44,4 +45,4 @@ std::string current_path_env();
 void close_descriptors_from(int lowest, int max_fd) noexcept;
 int descriptor_limit();
 
-}  // namespace cgn::agent
+}  // namespace cgn

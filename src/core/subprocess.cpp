@@ -1,4 +1,4 @@
-#include "agent/subprocess.h"
+#include "core/subprocess.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -13,7 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 
-namespace cgn::agent {
+namespace cgn {
 
 std::string_view to_string(RunError e) {
   switch (e) {
@@ -206,4 +206,4 @@ Result<CaptureResult, RunError> run_capture(const std::vector<std::string>& argv
   return out;
 }
 
-}  // namespace cgn::agent
+}  // namespace cgn
