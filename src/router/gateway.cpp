@@ -450,18 +450,18 @@ void Gateway::on_node_event(const cluster::NodeEvent& ev) {
   if (apply_state_event(ev)) {
     return;
   }
-  nodes_.locked([&](routing::RoutingCore& core, NodeTable::Nodes& nodes) {
+  const bool changed = nodes_.locked([&](routing::RoutingCore& core, NodeTable::Nodes& nodes) {
     if (ev.kind == cluster::NodeEvent::Kind::kRemove) {
       core.remove_node(ev.id);
       nodes.erase(ev.id);
       node_changes_.forget(ev.id);
       request_mirror_refresh();
-      return;
+      return true;
     }
     const routing::NodeIndex idx = core.upsert_node(ev.id, ev.update, ev.source);
     if (idx == routing::kNoNode) {
       CGN_LOG_WARN(router_log(), "node table full; node ignored", log::kv("node", ev.id));
-      return;
+      return false;
     }
     auto& info = nodes[ev.id];
     info.name = ev.id;
@@ -476,9 +476,18 @@ void Gateway::on_node_event(const cluster::NodeEvent& ev) {
                                up ? "node in routing" : "node left routing (health check failed)",
                                log::kv("node", ev.id))) {
         request_mirror_refresh();
+        return true;
       }
     }
+    return false;
   });
+  if (changed) {
+    nodes_.notify_health();
+  }
+}
+
+void Gateway::set_health_listener(std::function<void()> f) {
+  nodes_.set_health_listener(std::move(f));
 }
 
 void Gateway::request_mirror_refresh() {
@@ -500,12 +509,16 @@ size_t Gateway::stale_nodes() const {
 void Gateway::log_stale_nodes(const std::vector<NodeSnapshot>& snap) {
   // Staleness comes with time, not with an event: it is noticed here, once per transition (the
   // next update that brings the node back logs "node in routing" through on_node_event).
+  bool changed = false;
   for (const auto& s : snap) {
     if (s.stale) {
-      node_changes_.update(s.name, "stale", spdlog::level::warn,
-                           "node left routing (its polls have not answered for max_staleness)",
-                           log::kv("node", s.name));
+      changed |= node_changes_.update(s.name, "stale", spdlog::level::warn,
+                                      "node left routing (its polls have not answered for max_staleness)",
+                                      log::kv("node", s.name));
     }
+  }
+  if (changed) {
+    nodes_.notify_health();
   }
 }
 

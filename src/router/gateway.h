@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -89,6 +90,10 @@ class Gateway {
   void request_mirror_refresh();
   std::string render_metrics() { return metrics_.render(); }
   RouterMetrics& metrics() { return metrics_; }
+
+  // Called (quickly, from any thread) after anything that may have changed healthy_nodes(): a
+  // node's health turning, a node removed, gone stale, refused or readmitted. nullptr: nothing.
+  void set_health_listener(std::function<void()> f);
 
   // Introspection, for tests and /health. A stale node (polled, no answer for max_staleness) is
   // not counted healthy.

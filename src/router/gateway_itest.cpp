@@ -2,6 +2,7 @@
 // FakeEngines, real HTTP both ways, synchronised with wait_until and the engines' counters.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -511,6 +512,36 @@ TEST(Gateway, WhenEveryNodeIsUnreachableTheAnswerIs502NamingTheLastError) {
       << r.body;
   // Both nodes left routing on the failed connects: the next request is refused at once.
   EXPECT_EQ(cl.post("/v1/chat/completions", chat_body("x")).status, 503u);
+}
+
+TEST(Gateway, TheHealthListenerHearsAPollTurnTheNodeDownAndUp) {
+  std::atomic<int> calls{0};  // outlives the gateway, which may call the listener until it stops
+  Cluster c({.nodes = 1});
+  c.gateway().set_health_listener([&] { calls.fetch_add(1); });
+  c.engine(0).healthy = false;
+  ASSERT_TRUE(cgn::testing::wait_until([&] { return calls.load() >= 1; }, 10s));
+  // The listener runs after the table changed: whoever it wakes reads the new count.
+  EXPECT_EQ(c.gateway().healthy_nodes(), 0u);
+  c.engine(0).healthy = true;
+  ASSERT_TRUE(cgn::testing::wait_until([&] { return calls.load() >= 2; }, 10s));
+  EXPECT_EQ(c.gateway().healthy_nodes(), 1u);
+  c.gateway().set_health_listener(nullptr);
+}
+
+TEST(Gateway, TheHealthListenerHearsAPassiveRefusalAndTheReadmission) {
+  std::atomic<int> calls{0};
+  // No poll in the test's time: only the refused connect and passive_retry_ms change the node.
+  Cluster c(
+      {.nodes = 1, .poll = 60s, .tweak = [](config::RouterConfig& r) { r.timeouts.passive_retry_ms = 200; }});
+  c.gateway().set_health_listener([&] { calls.fetch_add(1); });
+  c.engine(0).stop();
+  Client cl(c.port());
+  EXPECT_EQ(cl.post("/v1/chat/completions", chat_body("x")).status, 502u);
+  ASSERT_GE(calls.load(), 1);  // marked before the answer went out
+  EXPECT_EQ(c.gateway().healthy_nodes(), 0u);
+  ASSERT_TRUE(cgn::testing::wait_until([&] { return calls.load() >= 2; }, 10s));
+  EXPECT_EQ(c.gateway().healthy_nodes(), 1u);  // let back in after passive_retry_ms
+  c.gateway().set_health_listener(nullptr);
 }
 
 TEST(Gateway, AMidStreamFailureEndsWithAnErrorEventAndDone) {

@@ -94,35 +94,55 @@ void NodeTable::finish(routing::DispatchTicket& ticket, bool answered) {
 }
 
 void NodeTable::mark_refused(std::string_view node) {
-  std::lock_guard lock(mu_);
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) {
-    return;  // a peer, or a node removed meanwhile
+  {
+    std::lock_guard lock(mu_);
+    auto it = nodes_.find(node);
+    if (it == nodes_.end()) {
+      return;  // a peer, or a node removed meanwhile
+    }
+    routing::NodeUpdate u;
+    u.health = routing::Health::kUnhealthy;
+    (void)core_.upsert_node(node, u, routing::UpdateSource::kScrape);
+    it->second.refused_at = std::chrono::steady_clock::now();
   }
-  routing::NodeUpdate u;
-  u.health = routing::Health::kUnhealthy;
-  (void)core_.upsert_node(node, u, routing::UpdateSource::kScrape);
-  it->second.refused_at = std::chrono::steady_clock::now();
+  notify_health();
+}
+
+void NodeTable::set_health_listener(std::function<void()> f) {
+  std::lock_guard lock(listener_mu_);
+  health_listener_ = std::move(f);
+}
+
+void NodeTable::notify_health() const {
+  std::lock_guard lock(listener_mu_);
+  if (health_listener_) {
+    health_listener_();
+  }
 }
 
 std::vector<std::string> NodeTable::readmit_refused(std::chrono::milliseconds retry) {
   const auto now = std::chrono::steady_clock::now();
   std::vector<std::string> back;
-  std::lock_guard lock(mu_);
-  for (auto& [name, info] : nodes_) {
-    if (!info.refused_at || now - *info.refused_at < retry) {
-      continue;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [name, info] : nodes_) {
+      if (!info.refused_at || now - *info.refused_at < retry) {
+        continue;
+      }
+      info.refused_at.reset();
+      const auto* st = core_.node(info.index);
+      // Only a verdict of our own is lifted: a poll or a record that says unhealthy stands.
+      if (st != nullptr && st->health == routing::Health::kUnhealthy &&
+          st->last_source == routing::UpdateSource::kScrape) {
+        routing::NodeUpdate u;
+        u.health = routing::Health::kHealthy;
+        (void)core_.upsert_node(name, u, routing::UpdateSource::kScrape);
+        back.push_back(name);
+      }
     }
-    info.refused_at.reset();
-    const auto* st = core_.node(info.index);
-    // Only a verdict of our own is lifted: a poll or a record that says unhealthy stands.
-    if (st != nullptr && st->health == routing::Health::kUnhealthy &&
-        st->last_source == routing::UpdateSource::kScrape) {
-      routing::NodeUpdate u;
-      u.health = routing::Health::kHealthy;
-      (void)core_.upsert_node(name, u, routing::UpdateSource::kScrape);
-      back.push_back(name);
-    }
+  }
+  if (!back.empty()) {
+    notify_health();
   }
   return back;
 }

@@ -22,9 +22,14 @@
 // Threads: every method is safe from any thread (server workers, the store's event thread, the
 // maintenance thread). locked() runs `f(core, nodes)` under the mutex, for the state-event code
 // and the metrics mirror; `f` must not block.
+//
+// Health listener: called, outside the table's mutex, after anything that may have changed which
+// nodes are healthy: passive refusal and readmission here, and whatever the owner reports with
+// notify_health() (its state events, staleness). The gRPC health service follows it.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -91,6 +96,11 @@ class NodeTable {
   // routing; returns their names.
   std::vector<std::string> readmit_refused(std::chrono::milliseconds retry);
 
+  // `f` (or nothing) is called by notify_health(); it must be quick and must not call back into
+  // the table. Setting it waits for a call in progress, so the old one is not called afterwards.
+  void set_health_listener(std::function<void()> f);
+  void notify_health() const;
+
   size_t healthy_nodes() const;
   size_t stale_nodes() const;
   size_t known_nodes() const;
@@ -107,6 +117,8 @@ class NodeTable {
   mutable std::mutex mu_;
   routing::RoutingCore core_;
   Nodes nodes_;
+  mutable std::mutex listener_mu_;  // never taken inside mu_'s critical sections
+  std::function<void()> health_listener_;
 };
 
 }  // namespace cgn::router

@@ -96,6 +96,10 @@ CliResult<uint16_t> RouterApp::start() {
       return failure(gport.error().code == grpc_api::GrpcApiError::kConfig ? 2 : 1, gport.error().message);
     }
     grpc_port_ = *gport;
+    // Health follows the nodes as they change, not a poll later; a change between start() and
+    // here is picked up by the explicit call.
+    gateway_->set_health_listener([g = grpc_.get()] { g->health_changed(); });
+    grpc_->health_changed();
   }
   if (!setup_.port_file.empty()) {
     if (auto written = write_port_file(setup_.port_file, port_); !written) {
@@ -116,6 +120,7 @@ void RouterApp::stop(Nanos deadline) {
       std::chrono::nanoseconds(std::max<Nanos>(0, deadline - clock_.now())));
   CGN_LOG_INFO(router_log(), "shutting down", log::kv("grace_ms", grace.count()));
   if (grpc_) {
+    gateway_->set_health_listener(nullptr);
     grpc_->stop(grace);
   }
   gateway_->stop(std::chrono::duration_cast<std::chrono::milliseconds>(

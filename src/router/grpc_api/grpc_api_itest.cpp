@@ -7,6 +7,7 @@
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include "core/log.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "router/fake_engine.h"
+#include "router/grpc_api/server.h"
 #include "router/grpc_api/translate.h"
 #include "router/router_app.h"
 #include "router/router_itest.h"
@@ -432,6 +434,41 @@ TEST(GrpcApi, HealthIsServingWhileANodeIsHealthy) {
   engine.healthy = true;
   EXPECT_TRUE(cgn::testing::wait_until(
       [&] { return status() == grpc::health::v1::HealthCheckResponse::SERVING; }, kGenerous, 50ms));
+}
+
+TEST(GrpcApi, HealthIsReReadAtOnceWhenToldItChangedNotAnIntervalLater) {
+  http::RouteTable routes;
+  http::Server http_server(http::ServerConfig{}, http::RouteTable{});
+  std::atomic<bool> up{false};
+  grpc_api::GrpcApiOptions o;
+  o.listen = "127.0.0.1:0";
+  o.routes = &routes;
+  o.http_server = &http_server;
+  o.serving = [&] { return up.load(); };
+  o.health_interval = std::chrono::hours(1);  // only health_changed() can move it in this test
+  grpc_api::GrpcApi api(std::move(o));
+  auto port = api.start();
+  ASSERT_TRUE(port) << port.error().message;
+  auto health = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(*port), grpc::InsecureChannelCredentials()));
+  auto status = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    grpc::health::v1::HealthCheckRequest req;
+    grpc::health::v1::HealthCheckResponse res;
+    auto st = health->Check(&ctx, req, &res);
+    return st.ok() ? res.status() : grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  };
+  EXPECT_EQ(status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  up = true;
+  api.health_changed();
+  EXPECT_TRUE(cgn::testing::wait_until(
+      [&] { return status() == grpc::health::v1::HealthCheckResponse::SERVING; }, kGenerous, 5ms));
+  up = false;
+  api.health_changed();
+  EXPECT_TRUE(cgn::testing::wait_until(
+      [&] { return status() == grpc::health::v1::HealthCheckResponse::NOT_SERVING; }, kGenerous, 5ms));
+  api.stop(0ms);
 }
 
 TEST(GrpcApi, RefusalsAndTheEnginesForwardedForNameTheGrpcPeer) {

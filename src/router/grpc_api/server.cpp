@@ -346,13 +346,26 @@ Result<uint16_t, GrpcApiError> GrpcApi::start() {
 
 void GrpcApi::health_loop(bool last) {
   std::unique_lock lock(mu_);
-  while (!cv_.wait_for(lock, options_.health_interval, [this] { return stopping_; })) {
+  for (;;) {
+    cv_.wait_for(lock, options_.health_interval, [this] { return stopping_ || health_changed_; });
+    if (stopping_) {
+      return;
+    }
+    health_changed_ = false;
     const bool now = !options_.serving || options_.serving();
     if (now != last) {
       server_->GetHealthCheckService()->SetServingStatus(now);
       last = now;
     }
   }
+}
+
+void GrpcApi::health_changed() {
+  {
+    std::lock_guard lock(mu_);
+    health_changed_ = true;
+  }
+  cv_.notify_all();
 }
 
 void GrpcApi::stop(std::chrono::milliseconds grace) {

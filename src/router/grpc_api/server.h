@@ -12,7 +12,8 @@
 // cancels, the handler sees its client gone, so the router closes the engine's request.
 //
 // Health: SERVING while `serving()` is true (the router has a healthy node), NOT_SERVING
-// otherwise and once stop() begins; re-read every health_interval.
+// otherwise and once stop() begins; re-read at once when health_changed() is called (RouterApp
+// calls it on every change of the gateway's healthy nodes), and every health_interval besides.
 //
 // Threads: grpc++'s synchronous server runs each call on one of its threads, which waits for the
 // handler's answer (a bounded queue: LocalExchange::kMaxPendingBytes) and writes it to the
@@ -57,7 +58,7 @@ struct GrpcApiOptions {
   http::Server* http_server = nullptr;
   size_t max_message_bytes = size_t{8} << 20;
   std::function<bool()> serving;  // health; unset: always serving
-  std::chrono::milliseconds health_interval{500};
+  std::chrono::milliseconds health_interval{5000};
   // cgn_router_grpc_requests_total{method,code}: counts every call when set.
   metrics::CounterFamily* requests = nullptr;
 };
@@ -76,6 +77,8 @@ class GrpcApi {
   // for `grace` (their handlers see draining()), then the rest end UNAVAILABLE and their handlers
   // are cancelled; returns once every handler has returned (bounded). Idempotent.
   void stop(std::chrono::milliseconds grace);
+  // serving() may have changed: the health thread re-reads it now. Quick; any thread.
+  void health_changed();
 
  private:
   // Sets the health status whenever serving() differs from `last`, the status start() set.
@@ -87,6 +90,7 @@ class GrpcApi {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  bool health_changed_ = false;
   std::thread health_thread_;
 };
 
