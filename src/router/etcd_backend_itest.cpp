@@ -14,6 +14,7 @@
 #include "router/gateway.h"
 #include "router/state_backend.h"
 #include "state/etcd/etcd_client.h"
+#include "state/etcd/itest_util.h"
 #include "state/etcd/keys.h"
 #include "testing/etcd_server.h"
 #include "testing/metrics_page.h"
@@ -31,6 +32,7 @@ using etcdtest::record_json;
 using etcdtest::Sim;
 
 using cgn::testing::metric;
+using etcd::itest::reconnected;
 
 class EtcdBackend : public ::testing::Test {
  protected:
@@ -303,8 +305,10 @@ TEST_F(EtcdBackend, EtcdRestartMidTrafficFailsNoRequestAndConvergesWithoutDuplic
   std::atomic<bool> stop{false};
   std::atomic<int> ok{0};
   std::atomic<int> failed{0};
-  std::thread traffic([&] {
-    while (!stop.load()) {
+  // A jthread: a failed ASSERT below returns with the traffic stopped and joined, not a
+  // std::terminate that hides the failure and every later test of the binary.
+  std::jthread traffic([&](const std::stop_token& token) {
+    while (!stop.load() && !token.stop_requested()) {
       auto r = chat(body);
       (r.status == 200 ? ok : failed)++;
     }
@@ -331,6 +335,7 @@ TEST_F(EtcdBackend, EtcdRestartMidTrafficFailsNoRequestAndConvergesWithoutDuplic
   //    fresh range and applies only the difference.
   etcd_.stop();
   ASSERT_TRUE(etcd_.start(20s, /*serve_endpoint=*/false)) << etcd_.log();
+  ASSERT_TRUE(reconnected(*admin_));  // the test's own client, in its reconnect backoff
   ASSERT_TRUE(served_more(5));
   del("/cognitora/nodes/b");
   put("/cognitora/cordon/b", "true");

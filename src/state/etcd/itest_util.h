@@ -39,6 +39,13 @@ inline std::shared_ptr<EtcdClient> make_client(
   return c.value();
 }
 
+// Waits until `client` reaches etcd again after a restart: its channel may still be in a
+// reconnect backoff, in which calls fail at once (reads are safe to retry).
+inline bool reconnected(EtcdClient& client) {
+  return cgn::testing::wait_until([&] { return client.get("/").ok(); }, std::chrono::seconds(15),
+                                  std::chrono::milliseconds(20));
+}
+
 // A key prefix unique to the running test.
 inline std::string test_prefix() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();

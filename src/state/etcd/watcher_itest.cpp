@@ -22,6 +22,7 @@ namespace {
 using namespace std::chrono_literals;
 using cgn::testing::wait_until;
 using itest::make_client;
+using itest::reconnected;
 using itest::shared_etcd;
 using itest::test_prefix;
 
@@ -108,11 +109,6 @@ TEST(Watcher, moves_to_the_next_endpoint_when_the_first_is_down) {
   auto keeper = LeaseKeeper::start(client, LeaseKeeperOptions{.ttl_seconds = 2});
   ASSERT_TRUE(keeper.ok()) << keeper.error().message;
   EXPECT_TRUE(wait_until([&] { return (*keeper)->keepalives_acked() >= 2; }, 10s));
-}
-
-// Waits until `client` reaches etcd again (reads are safe to retry).
-bool reconnected(EtcdClient& client) {
-  return wait_until([&] { return client.get("/").ok(); }, 15s, 20ms);
 }
 
 TEST(Watcher, resumes_after_etcd_restart_without_loss_or_duplicates) {
