@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "core/subprocess.h"
 #include "core/json_bounds.h"
 #include "core/log.h"
+#include "core/subprocess.h"
 #include "core/text.h"
 
 namespace cgn::agent {

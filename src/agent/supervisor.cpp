@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "agent/loopback_get.h"
-#include "core/subprocess.h"
 #include "core/log.h"
+#include "core/subprocess.h"
 
 extern char** environ;
 

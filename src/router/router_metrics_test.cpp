@@ -62,7 +62,8 @@ bool has(const std::string& text, const std::string& line) {
 TEST(RouterMetrics, JoulesPerTokenComesFromEnergyAndTokenDeltas) {
   RouterMetrics m;
   m.tokens("m", 0, 100, "a");  // before the first refresh: not in any window
-  m.refresh_cluster({energy_node("a", 1000), energy_node("b", 500), energy_node("c", std::nullopt)}, std::nullopt);
+  m.refresh_cluster({energy_node("a", 1000), energy_node("b", 500), energy_node("c", std::nullopt)},
+                    std::nullopt);
   std::string text = m.render();
   EXPECT_TRUE(has(text, "cgn_cluster_node_energy_joules_total{node=\"a\"} 1000")) << text;
   EXPECT_TRUE(has(text, "cgn_cluster_node_energy_joules_total{node=\"b\"} 500")) << text;
@@ -75,7 +76,8 @@ TEST(RouterMetrics, JoulesPerTokenComesFromEnergyAndTokenDeltas) {
   m.tokens("m", 10, 200, "a");  // a: 600 J over 200 tokens = 3 J/token
   m.tokens("m", 10, 50, "b");   // b: 100 J over 50 tokens = 2 J/token
   m.tokens("m", 10, 70, "c");   // c: tokens, but no energy
-  m.refresh_cluster({energy_node("a", 1600), energy_node("b", 600), energy_node("c", std::nullopt)}, std::nullopt);
+  m.refresh_cluster({energy_node("a", 1600), energy_node("b", 600), energy_node("c", std::nullopt)},
+                    std::nullopt);
   text = m.render();
   EXPECT_TRUE(has(text, "cgn_cluster_node_joules_per_token{node=\"a\"} 3")) << text;
   EXPECT_TRUE(has(text, "cgn_cluster_node_joules_per_token{node=\"b\"} 2")) << text;

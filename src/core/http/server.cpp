@@ -654,7 +654,7 @@ class ServerConnection final : public Exchange,
   beast_http::response<beast_http::empty_body> stream_header_;
   RequestReader reader_;
   Request req_;
-  size_t held_ = 0;              // bytes of Impl::buffered this connection holds
+  size_t held_ = 0;             // bytes of Impl::buffered this connection holds
   mutable std::string remote_;  // remote_address(), cached
   unsigned req_version_ = 11;
 
