@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -413,12 +414,12 @@ TEST(GrpcApi, AnUnreadableCertificateOrABusyPortStopsTheStartNamingTheCause) {
   EXPECT_NE(st.error().message.find("[router.grpc] listen"), std::string::npos) << st.error().message;
 }
 
-TEST(GrpcApi, HealthIsServingWhileANodeIsHealthy) {
-  testing::FakeEngine engine("e");
-  ASSERT_NE(engine.start(), 0);
-  Router r(engine);
-  auto health = grpc::health::v1::Health::NewStub(r.channel());
-  auto status = [&] {
+// One grpc.health.v1 Check per call of the returned function (service ""); UNKNOWN when the
+// call itself fails.
+std::function<grpc::health::v1::HealthCheckResponse::ServingStatus()> health_checker(
+    const std::shared_ptr<grpc::Channel>& channel) {
+  std::shared_ptr<grpc::health::v1::Health::Stub> health = grpc::health::v1::Health::NewStub(channel);
+  return [health] {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 5s);
     grpc::health::v1::HealthCheckRequest req;
@@ -426,6 +427,13 @@ TEST(GrpcApi, HealthIsServingWhileANodeIsHealthy) {
     auto st = health->Check(&ctx, req, &res);
     return st.ok() ? res.status() : grpc::health::v1::HealthCheckResponse::UNKNOWN;
   };
+}
+
+TEST(GrpcApi, HealthIsServingWhileANodeIsHealthy) {
+  testing::FakeEngine engine("e");
+  ASSERT_NE(engine.start(), 0);
+  Router r(engine);
+  const auto status = health_checker(r.channel());
   EXPECT_TRUE(cgn::testing::wait_until(
       [&] { return status() == grpc::health::v1::HealthCheckResponse::SERVING; }, kGenerous, 50ms));
   engine.healthy = false;
@@ -449,16 +457,8 @@ TEST(GrpcApi, HealthIsReReadAtOnceWhenToldItChangedNotAnIntervalLater) {
   grpc_api::GrpcApi api(std::move(o));
   auto port = api.start();
   ASSERT_TRUE(port) << port.error().message;
-  auto health = grpc::health::v1::Health::NewStub(
+  const auto status = health_checker(
       grpc::CreateChannel("127.0.0.1:" + std::to_string(*port), grpc::InsecureChannelCredentials()));
-  auto status = [&] {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
-    grpc::health::v1::HealthCheckRequest req;
-    grpc::health::v1::HealthCheckResponse res;
-    auto st = health->Check(&ctx, req, &res);
-    return st.ok() ? res.status() : grpc::health::v1::HealthCheckResponse::UNKNOWN;
-  };
   EXPECT_EQ(status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   up = true;
   api.health_changed();
