@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "cognitora/v1/kvcached.grpc.pb.h"
+#include "core/tls/grpc_channel.h"
 #include "core/tls/grpc_tls.h"
 #include "kvcached/wire.h"
 
@@ -53,6 +54,9 @@ Result<std::unique_ptr<KvClient>, ClientError> KvClient::connect(const std::stri
   args.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
   args.SetMaxSendMessageSize(static_cast<int>(kMaxMessageBytes));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
+  // A put is safe to send twice (a resident block is refreshed, not written again), a lookup
+  // leases the same run again.
+  tls::retry_once(args, "cognitora.v1.KvCache");
   std::unique_ptr<KvClient> c(new KvClient());
   c->channel_ = grpc::CreateCustomChannel(target, *creds, args);
   return c;

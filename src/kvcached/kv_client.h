@@ -64,7 +64,9 @@ class KvClient {
 
   // Whether the channel is connected now; asks it to connect when it is idle. The daemon is
   // local, so a channel that lost it retries at most kMaxReconnectBackoffMs apart: a restarted
-  // cgn-kvcached is in use again within about a second.
+  // cgn-kvcached is in use again within about a second. An idle channel may still read true for
+  // a connection the daemon closed: the next call finds it dead and is sent once more on a new
+  // connection (every call is retried once on UNAVAILABLE, within its deadline).
   bool connected() const;
   static constexpr int kMaxReconnectBackoffMs = 1000;
 

@@ -627,6 +627,55 @@ TEST_F(KvcachedDaemon, MetricsPassPromtoolAndCountPerTier) {
   EXPECT_EQ(rc, 0) << testing::read_file(tmp.file("out"));
 }
 
+// A client left idle while its daemon restarts on the same port holds a connection the daemon
+// closed; nothing polls it, so the channel still reads connected. Its next call (each kind) is
+// answered by the new daemon, not failed on the dead connection.
+TEST(KvcachedProcess, TheFirstCallsAfterARestartAreAnsweredByTheNewDaemon) {
+  TempDir dir;
+  Daemon d(dir, "kv", "ram_bytes = 8388608\nmax_block_bytes = 1048576\n");
+  d.flags = {"--listen", "127.0.0.1:" + std::to_string(testing::free_port())};
+  ASSERT_TRUE(d.start());
+  auto c = KvClient::connect(d.target(), {});
+  ASSERT_TRUE(c.ok());
+  KvClient& client = **c;
+  client.set_timeout_ms(5000);
+  const Digest dg = digest_of(7, 1);
+  const std::vector<uint8_t> value = block_bytes(7, 1, 4096);
+  for (int restart = 0; restart < 4; ++restart) {
+    ASSERT_TRUE(client.put(test_ns(), dg, value).ok());
+    ASSERT_TRUE(client.connected());
+    ASSERT_EQ(d.stop(), 0) << d.log();
+    ASSERT_TRUE(d.start());
+    // One call of a kind per restart, each the first on the dead connection.
+    switch (restart) {
+      case 0: {
+        auto s = client.stats();
+        EXPECT_TRUE(s.ok()) << s.error().message;
+        break;
+      }
+      case 1: {
+        auto l = client.batch_lookup(test_ns(), {{dg}}, 0);
+        ASSERT_TRUE(l.ok()) << l.error().message;
+        ASSERT_EQ(l->runs.size(), 1u);
+        EXPECT_TRUE(l->runs[0].empty()) << "a RAM-only daemon forgets its blocks at a restart";
+        break;
+      }
+      case 2: {
+        auto g = client.get(test_ns(), dg);
+        ASSERT_FALSE(g.ok());
+        EXPECT_EQ(g.error().code, ClientError::kNotFound) << g.error().message;
+        break;
+      }
+      default: {
+        auto p = client.put(test_ns(), dg, value);
+        ASSERT_TRUE(p.ok()) << p.error().message;
+        EXPECT_FALSE(*p) << "the new daemon held nothing";
+        break;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cgn::kvcached
 

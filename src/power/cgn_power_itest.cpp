@@ -2,8 +2,11 @@
 // powercap tree, the fake libnvidia-ml.so.1, a fake ipmitool, a static draw): its gRPC Read and its
 // /metrics against the fakes' ground truth, and its command line.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <map>
+#include <memory>
 
 #include "power/fake_http.h"
 #include "power/http_fetch.h"
@@ -159,6 +162,41 @@ TEST(CgnPower, serves_every_source_over_grpc_and_metrics_with_exact_counter_ener
   ASSERT_NE(first, std::string::npos) << log;
   EXPECT_EQ(log.find("source=amd", first + 1), std::string::npos) << log;
   EXPECT_EQ(p.stop(), 0);
+}
+
+// An agent's client left idle while cgn-power restarts on the same port: its next read is
+// answered by the new daemon, not failed on the connection the old one closed.
+TEST(CgnPower, the_first_read_after_a_restart_is_answered_by_the_new_daemon) {
+  Fakes f;
+  std::string cfg = cgn::testing::read_file(f.config());
+  const std::string port = std::to_string(cgn::testing::free_port());
+  const std::string wildcard = R"(listen = "127.0.0.1:0")";
+  cfg.replace(cfg.find(wildcard), wildcard.size(), R"(listen = "127.0.0.1:)" + port + "\"");
+  const std::string path = f.dir.file("fixed.toml");
+  cgn::testing::write_file(path, cfg);
+  const auto start = [&] {
+    ::unlink(f.dir.file("port").c_str());
+    auto p = std::make_unique<Process>(
+        std::vector<std::string>{cgn::testing::bin_path("cgn-power"), "--config", path, "--port-file",
+                                 f.dir.file("port")},
+        std::map<std::string, std::string>{{"CGN_FAKE_NVML_FILE", f.dir.file("nvml")}});
+    EXPECT_EQ(cgn::testing::wait_for_port_file(f.dir.file("port"), *p, std::chrono::seconds(30)),
+              std::stoi(port))
+        << p->log();
+    return p;
+  };
+  auto p = start();
+  auto client = PowerClient::connect("127.0.0.1:" + port, config::TlsConfig{});
+  ASSERT_TRUE(client.ok());
+  for (int restart = 0; restart < 3; ++restart) {
+    auto before = client.value()->read(std::chrono::seconds(5));
+    ASSERT_TRUE(before.ok()) << before.error().message;
+    ASSERT_EQ(p->stop(), 0) << p->log();
+    p = start();
+    auto after = client.value()->read(std::chrono::seconds(5));
+    EXPECT_TRUE(after.ok()) << "restart " << restart << ": " << after.error().message;
+  }
+  EXPECT_EQ(p->stop(), 0);
 }
 
 TEST(CgnPower, help_print_config_and_a_bad_config_exit_as_the_other_daemons_do) {

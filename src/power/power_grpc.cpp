@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "cognitora/v1/power.grpc.pb.h"
+#include "core/tls/grpc_channel.h"
 #include "core/tls/grpc_server.h"
 #include "core/tls/grpc_tls.h"
 
@@ -169,6 +170,8 @@ Result<std::unique_ptr<PowerClient>, GrpcError> PowerClient::connect(const std::
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // A read is safe to send twice: the first after a daemon restart is not lost.
+  tls::retry_once(args, "cognitora.v1.Power");
   auto channel = grpc::CreateCustomChannel(target, *creds, args);
   c->stub_ = std::make_unique<Stub>(Stub{channel, pb::Power::NewStub(channel)});
   return c;

@@ -8,9 +8,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
 #include <cstdlib>
+#include <future>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <thread>
 
+#include "state/static/agent_health_client.h"
 #include "state/static/static_store.h"
 #include "testing/process.h"
 
@@ -102,6 +110,62 @@ TEST(StaticStoreAgent, polls_the_agents_health_for_the_node_record) {
       },
       10s));
   (*store)->stop();
+}
+
+// A router's health channel left idle while its agent restarts on the same gRPC port: the next
+// check is answered by the new agent, not failed on the connection the old one closed (which
+// would report a healthy node down for one poll). The client's completion-queue thread sees the
+// old connection close; this keeps it so.
+TEST(StaticStoreAgent, the_first_health_check_after_an_agent_restart_is_answered) {
+  TempDir dir;
+  const std::string sim = cgn::testing::bin_path("cgn-engine-sim");
+  ASSERT_EQ(::symlink(sim.c_str(), dir.file("vllm").c_str()), 0);
+  const int grpc_port = cgn::testing::free_port();
+  const std::string cfg = dir.file("cognitora.toml");
+  cgn::testing::write_file(cfg, "[agent]\nnode_id = \"agent-r\"\nlisten = \"127.0.0.1:" +
+                                    std::to_string(cgn::testing::free_port()) +
+                                    "\"\ngrpc_listen = \"127.0.0.1:" + std::to_string(grpc_port) +
+                                    "\"\n\n[engine]\nkind = \"vllm\"\nmodel = \"m\"\nport = " +
+                                    std::to_string(cgn::testing::free_port()) + "\n");
+  const char* path = std::getenv("PATH");
+  const auto start = [&] {
+    ::unlink(dir.file("grpc.port").c_str());
+    auto agent = std::make_unique<Process>(
+        std::vector<std::string>{cgn::testing::bin_path("cgn-agent"), "--config", cfg, "--grpc-port-file",
+                                 dir.file("grpc.port")},
+        std::map<std::string, std::string>{{"PATH", dir.path() + ":" + (path ? path : "/usr/bin:/bin")}});
+    EXPECT_EQ(cgn::testing::wait_for_port_file(dir.file("grpc.port"), *agent, 20s), grpc_port)
+        << agent->log();
+    return agent;
+  };
+  boost::asio::io_context ctx;
+  auto work = boost::asio::make_work_guard(ctx);
+  std::thread runner([&] { ctx.run(); });
+  AgentHealthClients clients(ctx);
+  clients.add(0, "127.0.0.1:" + std::to_string(grpc_port));
+  const auto check = [&] {
+    std::promise<Result<cluster::AgentHealth, std::string>> answer;
+    boost::asio::co_spawn(
+        ctx,
+        [&]() -> boost::asio::awaitable<void> {
+          auto r = co_await clients.health(0, 5000ms);
+          answer.set_value(std::move(r));
+        },
+        boost::asio::detached);
+    return answer.get_future().get();
+  };
+  auto agent = start();
+  for (int restart = 0; restart < 3; ++restart) {
+    auto before = check();
+    ASSERT_TRUE(before.ok()) << before.error().message;
+    ASSERT_EQ(agent->stop(10s), 0) << agent->log();
+    agent = start();
+    auto after = check();
+    EXPECT_TRUE(after.ok()) << "restart " << restart << ": " << after.error().message;
+  }
+  clients.shutdown();
+  work.reset();
+  runner.join();
 }
 
 TEST(StaticStoreAgent, an_agent_address_without_a_port_is_a_config_error) {
