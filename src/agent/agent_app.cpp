@@ -409,6 +409,9 @@ CliResult<Ok> AgentApp::start_proxy(const std::string& host, uint16_t port) {
   if (kv_events_) {
     add_kv_event_metrics(proxy_->registry(), *kv_events_, publisher_.get());
   }
+  if (residency_) {
+    add_kv_residency_metrics(proxy_->registry(), *residency_);
+  }
   auto bound = proxy_->start();
   if (!bound) {
     return failure("cannot serve on " + ac.listen + ": " + bound.error().message);

@@ -1,9 +1,12 @@
 #include "agent/kv_residency.h"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
+#include <utility>
 
 #include "cluster/kv_publish_set.h"
+#include "core/metrics.h"
 #include "kvcached/wire.h"
 
 namespace cgn::agent {
@@ -218,6 +221,43 @@ uint64_t KvResidency::failures() const {
 size_t KvResidency::tracked_digests() const {
   std::lock_guard lock(mu_);
   return tracked_;
+}
+
+KvResidency::Published KvResidency::published() const {
+  std::lock_guard lock(mu_);
+  Published p;
+  for (const auto& [d, tier] : published_) {
+    (tier == routing::Tier::kSsd ? p.ssd : p.ram) += 1;
+  }
+  return p;
+}
+
+void add_kv_residency_metrics(metrics::Registry& reg, const KvResidency& r) {
+  auto& lookups = reg.counter("cgn_agent_kv_residency_lookups_total",
+                              "Residency lookup rounds against cgn-kvcached, by outcome (ok: answered, "
+                              "failed: not answered, the last answer stands).",
+                              {"outcome"});
+  auto ok = lookups.with({"ok"});
+  auto failed = lookups.with({"failed"});
+  auto tracked = reg.gauge("cgn_agent_kv_residency_tracked_digests",
+                           "Engine block digests the residency lookups follow.")
+                     .with({});
+  auto& published = reg.gauge("cgn_agent_kv_residency_published_digests",
+                              "Routing digests the last lookup found in cgn-kvcached, by tier.", {"tier"});
+  auto ram = published.with({"ram"});
+  auto ssd = published.with({"ssd"});
+  auto last = std::make_shared<std::pair<uint64_t, uint64_t>>(0, 0);
+  (void)reg.add_collect_callback([=, &r] {
+    const uint64_t rounds = r.rounds();
+    const uint64_t failures = r.failures();
+    ok.inc(rounds - last->first);
+    failed.inc(failures - last->second);
+    *last = {rounds, failures};
+    tracked.set(static_cast<double>(r.tracked_digests()));
+    const KvResidency::Published p = r.published();
+    ram.set(static_cast<double>(p.ram));
+    ssd.set(static_cast<double>(p.ssd));
+  });
 }
 
 }  // namespace cgn::agent

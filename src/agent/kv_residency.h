@@ -37,6 +37,10 @@
 #include "kvcached/kv_client.h"
 #include "routing/types.h"
 
+namespace cgn::metrics {
+class Registry;
+}
+
 namespace cgn::agent {
 
 struct KvResidencyOptions {
@@ -82,9 +86,15 @@ class KvResidency {
   // did not answer (the last answer stays).
   bool refresh_once();
 
-  uint64_t rounds() const;
-  uint64_t failures() const;
+  uint64_t rounds() const;    // lookup rounds answered
+  uint64_t failures() const;  // lookup rounds the daemon did not answer
   size_t tracked_digests() const;
+  // Routing digests the last answer found resident, by tier.
+  struct Published {
+    size_t ram = 0;
+    size_t ssd = 0;
+  };
+  Published published() const;
 
  private:
   void run();
@@ -117,5 +127,9 @@ class KvResidency {
   uint64_t failures_ = 0;
   std::thread thread_;
 };
+
+// cgn_agent_kv_residency_* on the agent's /metrics, read from `r` at each scrape (r outlives reg's
+// scrapes): lookup rounds by outcome, digests tracked, digests published by tier.
+void add_kv_residency_metrics(metrics::Registry& reg, const KvResidency& r);
 
 }  // namespace cgn::agent

@@ -9,6 +9,8 @@
 
 #include "agent/agent_proxy.h"
 #include "agent/engine_digests.h"
+#include "core/metrics.h"
+#include "testing/metrics_page.h"
 
 namespace cgn::agent {
 namespace {
@@ -83,6 +85,48 @@ TEST(KvResidencyMapping, a_tail_in_kvcached_behind_a_head_the_engine_holds_is_fo
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].resident.size(), 2u);
   EXPECT_EQ(r.resident_run(chain), (std::vector<Digest>{chain[1], chain[2]}));
+}
+
+// The scrape shows each lookup round's outcome, what is tracked and what the last answer published:
+// an operator reads from /metrics whether residency is refreshing at all.
+TEST(KvResidencyMetrics, rounds_by_outcome_tracked_and_published_digests_are_scraped) {
+  const std::vector<Digest> chain = {dg(4, 0), dg(4, 1), dg(4, 2)};
+  KvResidencyOptions o;
+  o.ns.block_tokens = 64;  // one engine block a routing digest
+  o.block_bytes = 256;
+  bool answer = true;
+  KvResidency r(o,
+                [&](const kvcache::BlockNamespace&, const std::vector<std::vector<Digest>>& reqs,
+                    uint32_t) -> Result<kvcached::KvLookup, kvcached::ClientError> {
+                  if (!answer) {
+                    return make_error(kvcached::ClientError::kConnect, "refused");
+                  }
+                  kvcached::KvLookup l;
+                  for (size_t b = 0; b < reqs.size(); ++b) {
+                    l.runs.push_back({b == 0 ? kvcache::Tier::kRam : kvcache::Tier::kSsd});
+                  }
+                  return l;
+                },
+                {});
+  metrics::Registry reg;
+  add_kv_residency_metrics(reg, r);
+  r.track(chain, chain);
+  ASSERT_TRUE(r.refresh_once());
+  ASSERT_TRUE(r.refresh_once());
+  answer = false;
+  ASSERT_FALSE(r.refresh_once());
+  std::string page = reg.render();
+  EXPECT_EQ(testing::metric(page, R"(cgn_agent_kv_residency_lookups_total{outcome="ok"})"), 2) << page;
+  EXPECT_EQ(testing::metric(page, R"(cgn_agent_kv_residency_lookups_total{outcome="failed"})"), 1);
+  EXPECT_EQ(testing::metric(page, "cgn_agent_kv_residency_tracked_digests"), 3);
+  EXPECT_EQ(testing::metric(page, R"(cgn_agent_kv_residency_published_digests{tier="ram"})"), 1);
+  EXPECT_EQ(testing::metric(page, R"(cgn_agent_kv_residency_published_digests{tier="ssd"})"), 2);
+  // Counters carry on from the last scrape, not from zero.
+  answer = true;
+  ASSERT_TRUE(r.refresh_once());
+  page = reg.render();
+  EXPECT_EQ(testing::metric(page, R"(cgn_agent_kv_residency_lookups_total{outcome="ok"})"), 3);
+  EXPECT_EQ(testing::metric(page, R"(cgn_agent_kv_residency_lookups_total{outcome="failed"})"), 1);
 }
 
 // A completions body with `n` bytes of prompt (appends, not operator+: GCC 12 -Wrestrict).

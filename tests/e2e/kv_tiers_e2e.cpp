@@ -202,6 +202,11 @@ class KvTiers : public ::testing::Test {
   double sim_metric(const std::string& id, const std::string& series) {
     return cgn::testing::metric(http_call(node(id).engine_port, "GET", "/metrics", "").body, series);
   }
+  // Residency lookup rounds node `id`'s agent had answered (NaN before its first scrape shows one).
+  double agent_lookups(const std::string& id) {
+    return cgn::testing::metric(http_call(node(id).port, "GET", "/metrics", "").body,
+                                R"(cgn_agent_kv_residency_lookups_total{outcome="ok"})");
+  }
   double loaded_from(const std::string& id, const std::string& tier) {
     return sim_metric(
         id, R"(cgn_sim:kv_offload_loaded_tokens_total{engine="0",model_name="m",tier=")" + tier + "\"}");
@@ -255,16 +260,23 @@ TEST_F(KvTiers, EvictedPromptComesBackFromRamAndFromSsdAfterAKvcachedRestart) {
   Node& n = node(x);
   ASSERT_EQ(n.kv->stop(), 0);
   ASSERT_TRUE(n.kv->start());
+  // The daemon answers while it scans its SSD segments back (a block not scanned yet is not
+  // resident): wait for the scan, as an operator would (cgn_kvcached_scan_complete).
   ASSERT_TRUE(wait_until(
       [&] {
         return cgn::testing::metric(kvcached::itest::scrape(n.kv->metrics_port()),
-                                    R"(cgn_kvcached_blocks{tier="ssd"})") >= kPromptBlocks * 4;
+                                    "cgn_kvcached_scan_complete") == 1;
       },
-      30s))
+      60s))
       << n.kv->log();
-  EXPECT_EQ(cgn::testing::metric(kvcached::itest::scrape(n.kv->metrics_port()),
-                                 R"(cgn_kvcached_blocks{tier="ram"})"),
-            0);
+  const std::string scanned = kvcached::itest::scrape(n.kv->metrics_port());
+  EXPECT_GE(cgn::testing::metric(scanned, R"(cgn_kvcached_blocks{tier="ssd"})"), kPromptBlocks * 4)
+      << scanned;
+  EXPECT_EQ(cgn::testing::metric(scanned, R"(cgn_kvcached_blocks{tier="ram"})"), 0) << scanned;
+  // A lookup round that began before the scan ended may have withdrawn the prompt: two more
+  // answered rounds (the second began after the scan) and the agent publishes it again.
+  const double rounds = agent_lookups(x);
+  ASSERT_TRUE(wait_until([&] { return agent_lookups(x) >= rounds + 2; }, 15s)) << n.agent->log();
   ASSERT_TRUE(wait_until([&] { return all_in(x, body, routing::Tier::kSsd); }, 15s)) << n.agent->log();
   ASSERT_TRUE(wait_until([&] { return router_caught_up(); }, 10s));
   // The engine's channel to the restarted daemon reconnects on its own (at most a second apart).
@@ -281,8 +293,14 @@ TEST_F(KvTiers, EvictedPromptComesBackFromRamAndFromSsdAfterAKvcachedRestart) {
   EXPECT_EQ(ssd.node, x) << "the node whose SSD tier holds the prompt was not preferred";
   std::printf("[measured] the same prompt from %s's SSD tier after a kvcached restart: %d tokens cached\n",
               x.c_str(), cached_tokens(ssd));
-  EXPECT_GT(cached_tokens(ssd), prompt / 2);
-  EXPECT_GT(loaded_from(x, "ssd"), ssd_before) << "nothing was loaded from the SSD tier";
+  EXPECT_GT(cached_tokens(ssd), prompt / 2)
+      << "kvcached:\n"
+      << n.kv->log() << "\nkvcached /metrics:\n"
+      << kvcached::itest::scrape(n.kv->metrics_port()) << "\nagent and engine:\n"
+      << n.agent->log() << "\n"
+      << debug(x, body);
+  EXPECT_GT(loaded_from(x, "ssd"), ssd_before) << "nothing was loaded from the SSD tier\n"
+                                               << http_call(n.engine_port, "GET", "/metrics", "").body;
 
   // Any other node recomputes it.
   for (const Node& other : nodes_) {
