@@ -248,6 +248,17 @@ std::string render_vllm(const Engine& e, const MetricsContext& ctx) {
       w.gauge("cgn_sim:kv_offload_up", "1 while the KV offload tier (cgn-kvcached) is connected, else 0.",
               *up ? 1.0 : 0.0);
     }
+    if (const auto puts = e.config().offload->put_stats()) {
+      w.gauge("cgn_sim:kv_offload_put_queue_blocks",
+              "Evicted blocks waiting to be put into the KV offload tier, the one in flight included.",
+              static_cast<double>(puts->waiting));
+      w.counter("cgn_sim:kv_offload_put_dropped_blocks",
+                "Evicted blocks dropped without a put, the put queue being full.",
+                one(static_cast<double>(puts->dropped)), false);
+      w.counter("cgn_sim:kv_offload_put_failed_blocks",
+                "Puts the KV offload tier refused or did not answer (the block is not stored).",
+                one(static_cast<double>(puts->failed)), false);
+    }
     w.counter("cgn_sim:prompt_tokens_recomputed",
               "Prompt tokens prefilled here (not in HBM, not loaded from a tier, not transferred).",
               one(static_cast<double>(s.prompt_tokens_computed)), false);

@@ -39,6 +39,15 @@ class OffloadTier {
   virtual void lookup(std::span<const BlockHash> hashes, Nanos lease, std::vector<OffloadTierKind>& out) = 0;
   // Whether the tier can answer now; nullopt for a tier that cannot tell (always in process).
   virtual std::optional<bool> reachable() { return std::nullopt; }
+  // Puts off the request path: blocks waiting (in flight included), and blocks dropped (the
+  // queue full) or not stored (the tier refused or did not answer) so far. nullopt for a tier
+  // that stores in process.
+  struct PutStats {
+    uint64_t waiting = 0;
+    uint64_t dropped = 0;
+    uint64_t failed = 0;
+  };
+  virtual std::optional<PutStats> put_stats() { return std::nullopt; }
 };
 
 // The 32-byte digest a store keys a block by: the block's 64-bit chained hash, little-endian,

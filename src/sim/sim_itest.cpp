@@ -1170,19 +1170,34 @@ TEST(SimOffload, EvictedPromptIsLoadedFromKvcachedWithFewerRecomputedTokens) {
   ASSERT_EQ(a1.status, 200u) << a1.body;
   Reply b = post(s->port(), "/v1/chat/completions", chat(long_text(4000, 2)));
   ASSERT_EQ(b.status, 200u) << b.body;
-  // The evicted blocks reach kvcached off the request path: wait for them.
+  // The evicted blocks reach kvcached off the request path, the tail first and the head of the
+  // evicted run last: wait until every one was put.
   ASSERT_TRUE(wait_until(
       [&] {
-        return cgn::testing::metric(kvcached::itest::scrape(d.metrics_port()),
-                                    R"(cgn_kvcached_blocks{tier="ram"})") >= 70;
+        return cgn::testing::metric(get(s->port(), "/metrics").body,
+                                    R"(cgn_sim:kv_offload_put_queue_blocks{engine="0",model_name="m"})") == 0;
       },
       30s))
+      << get(s->port(), "/metrics").body;
+  const std::string sim_page = get(s->port(), "/metrics").body;
+  EXPECT_EQ(cgn::testing::metric(sim_page,
+                                 R"(cgn_sim:kv_offload_put_dropped_blocks_total{engine="0",model_name="m"})"),
+            0)
+      << sim_page;
+  EXPECT_EQ(cgn::testing::metric(sim_page,
+                                 R"(cgn_sim:kv_offload_put_failed_blocks_total{engine="0",model_name="m"})"),
+            0)
+      << sim_page;
+  EXPECT_GE(
+      cgn::testing::metric(kvcached::itest::scrape(d.metrics_port()), R"(cgn_kvcached_blocks{tier="ram"})"),
+      70)
       << kvcached::itest::scrape(d.metrics_port());
   Reply a2 = post(s->port(), "/v1/chat/completions", chat(a));
   ASSERT_EQ(a2.status, 200u) << a2.body;
   const int prompt = a2.json_body()["usage"]["prompt_tokens"].get<int>();
   EXPECT_EQ(cached_of(a1), 0);
-  EXPECT_GT(cached_of(a2), prompt - 32);  // all but the last partial block: HBM head + loaded tail
+  EXPECT_GT(cached_of(a2), prompt - 32)  // all but the last partial block: HBM head + loaded tail
+      << s->log();
   const std::string page = get(s->port(), "/metrics").body;
   const double loaded = cgn::testing::metric(
       page, R"(cgn_sim:kv_offload_loaded_tokens_total{engine="0",model_name="m",tier="ram"})");

@@ -54,6 +54,7 @@ void KvcachedTier::send_loop() {
       }
       h = queue_.front();
       queue_.pop_front();
+      sending_ = true;
     }
     const Digest d = block_digest(h);
     // Synthetic bytes derived from the digest: the simulator has no KV to store.
@@ -65,14 +66,21 @@ void KvcachedTier::send_loop() {
     if (!r.ok() && (r.error().code == kvcached::ClientError::kConnect ||
                     r.error().code == kvcached::ClientError::kUnavailable)) {
       note_failure("put", r.error().message);
-    } else if (r.ok()) {
-      std::lock_guard lk(mu_);
-      if (down_) {
-        down_ = false;
-        log::get("sim")->info("kvcached answers again: offloading resumed");
-      }
+    }
+    std::lock_guard lk(mu_);
+    sending_ = false;
+    if (!r.ok()) {
+      ++failed_;
+    } else if (down_) {
+      down_ = false;
+      log::get("sim")->info("kvcached answers again: offloading resumed");
     }
   }
+}
+
+std::optional<OffloadTier::PutStats> KvcachedTier::put_stats() {
+  std::lock_guard lk(mu_);
+  return PutStats{.waiting = queue_.size() + (sending_ ? 1 : 0), .dropped = dropped_, .failed = failed_};
 }
 
 void KvcachedTier::lookup(std::span<const BlockHash> hashes, Nanos lease, std::vector<OffloadTierKind>& out) {

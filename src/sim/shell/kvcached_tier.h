@@ -40,6 +40,7 @@ class KvcachedTier final : public OffloadTier {
   void put(std::span<const BlockHash> hashes, uint64_t block_bytes) override;
   void lookup(std::span<const BlockHash> hashes, Nanos lease, std::vector<OffloadTierKind>& out) override;
   std::optional<bool> reachable() override { return client_->connected(); }
+  std::optional<PutStats> put_stats() override;
 
  private:
   void send_loop();
@@ -51,8 +52,10 @@ class KvcachedTier final : public OffloadTier {
   std::condition_variable cv_;
   std::deque<BlockHash> queue_;
   bool stop_ = false;
-  bool down_ = false;  // guarded by mu_: one warning per outage
+  bool down_ = false;     // guarded by mu_: one warning per outage
+  bool sending_ = false;  // a put is in flight
   uint64_t dropped_ = 0;
+  uint64_t failed_ = 0;
   std::thread sender_;
 };
 
