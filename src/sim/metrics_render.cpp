@@ -208,12 +208,43 @@ double ratio(uint64_t a, uint64_t b) {
   return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b);
 }
 
+// One unlabelled series (beyond the writer's base labels).
+std::vector<std::pair<Labels, double>> one(double v) {
+  return {{{}, v}};
+}
+
+// Only with a KV offload tier (offload_tier.h): where the prompt tokens came from, the link, the puts.
+void render_offload(PromWriter& w, const Engine& e) {
+  const EngineStats& s = e.stats();
+  w.counter("cgn_sim:kv_offload_loaded_tokens", "Prompt tokens loaded from the KV offload tier, by tier.",
+            {{{{"tier", "ram"}}, static_cast<double>(s.prompt_tokens_loaded_ram)},
+             {{{"tier", "ssd"}}, static_cast<double>(s.prompt_tokens_loaded_ssd)}},
+            false);
+  if (const std::optional<bool> up = e.config().offload->reachable()) {
+    w.gauge("cgn_sim:kv_offload_up", "1 while the KV offload tier (cgn-kvcached) is connected, else 0.",
+            *up ? 1.0 : 0.0);
+  }
+  if (const auto puts = e.config().offload->put_stats()) {
+    w.gauge("cgn_sim:kv_offload_put_queue_blocks",
+            "Evicted blocks waiting to be put into the KV offload tier, the one in flight included.",
+            static_cast<double>(puts->waiting));
+    w.counter("cgn_sim:kv_offload_put_dropped_blocks",
+              "Evicted blocks dropped without a put, the put queue being full.",
+              one(static_cast<double>(puts->dropped)), false);
+    w.counter("cgn_sim:kv_offload_put_failed_blocks",
+              "Puts the KV offload tier refused or did not answer (the block is not stored).",
+              one(static_cast<double>(puts->failed)), false);
+  }
+  w.counter("cgn_sim:prompt_tokens_recomputed",
+            "Prompt tokens prefilled here (not in HBM, not loaded from a tier, not transferred).",
+            one(static_cast<double>(s.prompt_tokens_computed)), false);
+}
+
 std::string render_vllm(const Engine& e, const MetricsContext& ctx) {
   const EngineStats& s = e.stats();
   const EngineGauges g = e.gauges();
   PromWriter w({{"engine", ctx.engine_index}, {"model_name", ctx.model_name}}, true);
   w.set_created(ctx.created_unix);
-  auto one = [](double v) { return std::vector<std::pair<Labels, double>>{{{}, v}}; };
 
   w.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", g.running);
   w.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", g.waiting);
@@ -239,29 +270,7 @@ std::string render_vllm(const Engine& e, const MetricsContext& ctx) {
         one(static_cast<double>(s.prefix_cache_hits)), true);
   }
   if (e.config().offload != nullptr) {
-    // Only with a KV offload tier (offload_tier.h): where the prompt tokens came from.
-    w.counter("cgn_sim:kv_offload_loaded_tokens", "Prompt tokens loaded from the KV offload tier, by tier.",
-              {{{{"tier", "ram"}}, static_cast<double>(s.prompt_tokens_loaded_ram)},
-               {{{"tier", "ssd"}}, static_cast<double>(s.prompt_tokens_loaded_ssd)}},
-              false);
-    if (const std::optional<bool> up = e.config().offload->reachable()) {
-      w.gauge("cgn_sim:kv_offload_up", "1 while the KV offload tier (cgn-kvcached) is connected, else 0.",
-              *up ? 1.0 : 0.0);
-    }
-    if (const auto puts = e.config().offload->put_stats()) {
-      w.gauge("cgn_sim:kv_offload_put_queue_blocks",
-              "Evicted blocks waiting to be put into the KV offload tier, the one in flight included.",
-              static_cast<double>(puts->waiting));
-      w.counter("cgn_sim:kv_offload_put_dropped_blocks",
-                "Evicted blocks dropped without a put, the put queue being full.",
-                one(static_cast<double>(puts->dropped)), false);
-      w.counter("cgn_sim:kv_offload_put_failed_blocks",
-                "Puts the KV offload tier refused or did not answer (the block is not stored).",
-                one(static_cast<double>(puts->failed)), false);
-    }
-    w.counter("cgn_sim:prompt_tokens_recomputed",
-              "Prompt tokens prefilled here (not in HBM, not loaded from a tier, not transferred).",
-              one(static_cast<double>(s.prompt_tokens_computed)), false);
+    render_offload(w, e);
   }
   w.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
             one(static_cast<double>(s.preemptions)), true);
